@@ -1,0 +1,134 @@
+# gimg — small, fast image tools in C and CUDA.
+#
+#   make            libgimg and the tools (with CUDA when nvcc is found)
+#   make test       the CPU test suite (what CI runs)
+#   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
+#                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without)
+#   make bench      kernel benchmarks (needs a CUDA GPU)
+#   make demo       installs what is missing, builds, runs every tool on samples
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# Knobs: NVCC= (empty: CPU-only build), CUDA_ARCH="75 80 90" (GPU targets),
+# STB_INCLUDE=/usr/include/stb, DEFLATE_CFLAGS= DEFLATE_LIBS= (libdeflate
+# elsewhere), CUDA_HOME=, CC=, CFLAGS=, SANITIZE=1.
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+CUDA_ARCH ?= 75 80 86 89 90
+STB_INCLUDE ?= /usr/include/stb
+PREFIX ?= /usr/local
+CC ?= cc
+
+TOOLS := gtranspose
+BIN ?= bin
+BUILD ?= build
+
+WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) -Ilib -Ikernels -isystem $(STB_INCLUDE)
+DEFLATE_CFLAGS ?=
+DEFLATE_LIBS ?= -ldeflate
+CFLAGS += $(DEFLATE_CFLAGS)
+LDLIBS := $(DEFLATE_LIBS) -lm -pthread -fopenmp
+
+ifeq ($(SANITIZE),1)
+  CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRC := $(wildcard lib/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CU_SRC := $(wildcard kernels/*.cu)
+
+ifneq ($(NVCC),)
+  BACKEND := CPU and CUDA ($(NVCC), sm_$(firstword $(CUDA_ARCH))-sm_$(lastword $(CUDA_ARCH)))
+  CFLAGS += -DGIMG_HAVE_CUDA -isystem $(CUDA_HOME)/include
+  # SASS for every listed architecture, PTX of the newest for later cards.
+  GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+  NVCCFLAGS ?= -O3 -lineinfo
+  NVCCFLAGS += -std=c++17 $(GENCODE) -DGIMG_HAVE_CUDA -Ilib -Ikernels -Xcompiler -Wall,-fPIC,-fopenmp
+  CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+else
+  BACKEND := CPU only (nvcc not found)
+  CU_OBJ :=
+endif
+
+# Objects depend on the configuration they were built with, so that switching
+# between a CUDA and a CPU-only build (NVCC=) rebuilds them.
+CONFIG := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS)
+$(BUILD)/config: FORCE | $(BUILD)/dirs
+	@echo '$(CONFIG)' | cmp -s - $@ || echo '$(CONFIG)' > $@
+FORCE:
+
+.PHONY: all test test-gpu bench tune demo install clean check-man FORCE
+all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
+	@echo "gimg: built $(TOOLS) in $(BIN)/ — backend: $(BACKEND)"
+
+$(BUILD)/%.o: %.c lib/gimg.h $(wildcard lib/*.h) $(wildcard kernels/*.h) $(wildcard tests/*.h) $(BUILD)/config | $(BUILD)/dirs
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/kernels/%.o: kernels/%.cu kernels/%.h lib/gimg.h $(BUILD)/config | $(BUILD)/dirs
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(BUILD)/dirs:
+	@mkdir -p $(BUILD)/lib $(BUILD)/kernels $(BUILD)/cmd $(BUILD)/tests/bench $(BIN)
+	@touch $@
+
+$(BUILD)/libgimg.a: $(LIB_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/%: $(BUILD)/cmd/%.o $(BUILD)/libgimg.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
+
+# ----------------------------------------------------------------- tests
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c)) $(BUILD)/tests/gen $(BUILD)/tests/imgcmp
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libgimg.a tests/check.h
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
+
+test: all $(TEST_BINS)
+	@tests/run.sh
+
+$(BUILD)/tests/gpudiff: $(BUILD)/tests/gpudiff.o $(BUILD)/libgimg.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
+
+test-gpu: all $(TEST_BINS) $(BUILD)/tests/gpudiff
+	@tests/run-gpu.sh
+
+# ------------------------------------------------------------- benchmarks
+NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppidei -lnppc,)
+NPP_FLAG := $(if $(NPP_LIBS),-DGIMG_HAVE_NPP,)
+$(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
+	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(DEFLATE_LIBS) -lgomp
+
+bench: all $(BUILD)/tests/bench/bench_transpose
+	@tests/bench/run.sh
+
+# Times other tile shapes of the kernels (see tests/bench/tune_transpose.cu).
+$(BUILD)/tests/bench/tune_transpose: kernels/transpose.cu
+tune: all $(BUILD)/tests/bench/tune_transpose
+	$(BUILD)/tests/bench/tune_transpose
+
+# ------------------------------------------------------------------- demo
+demo:
+	@samples/demo.sh
+
+# ----------------------------------------------------------------- install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 755 $(addprefix $(BIN)/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/libgimg.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 lib/gimg.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(addprefix man/,$(addsuffix .1,$(TOOLS))) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/gimg.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+
+check-man:
+	mandoc -Tlint -Wwarning man/*.1 man/*.7
+
+clean:
+	rm -rf $(BIN) $(BUILD) samples/out
+
+.SECONDARY:

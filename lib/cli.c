@@ -1,0 +1,558 @@
+/*
+ * cli.c — option parsing, --help and error reporting shared by the tools.
+ * See cli.h for the conventions; the parser is hand-written rather than
+ * getopt_long so that the same table produces the help text, so that
+ * library-style errors (a status and one message) come out instead of
+ * getopt's own prints, and so that it can be run many times in one process
+ * (the unit tests).
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    K_OUTPUT = -1,
+    K_FORMAT = -2,
+    K_QUALITY = -3,
+    K_PNG_LEVEL = -4,
+    K_DEVICE = -5,
+    K_MAX_PIXELS = -6,
+    K_VERBOSE = -7,
+    K_QUIET = -8,
+    K_HELP = -9,
+    K_VERSION = -10
+};
+
+/* Help texts that need numbers are built by common_help(); NULL here. */
+static const gimg_cli_option k_common[] = {
+    {NULL, 'o', "FILE", "write to FILE instead of OUTPUT (default: stdout)", K_OUTPUT},
+    {"format", 'f', "FMT", "output format: png, jpg, bmp, tga, hdr, pnm, pam or pfm (default: "
+                           "from the output's extension, else PNM, or PAM with alpha)",
+     K_FORMAT},
+    {"quality", 0, "N", NULL, K_QUALITY},
+    {"png-level", 0, "N", NULL, K_PNG_LEVEL},
+    {"device", 0, "DEV", "auto, cpu, gpu or gpu:N (default: $GIMG_DEVICE or auto)",
+     K_DEVICE},
+    {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
+    {"verbose", 'v', NULL, "print the backend and timings on standard error", K_VERBOSE},
+    {"quiet", 'q', NULL, "print no warnings, only errors", K_QUIET},
+    {"help", 'h', NULL, "print this help and exit", K_HELP},
+    {"version", 0, NULL, "print the version and exit", K_VERSION},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+static const char *common_help(const gimg_cli_option *o, char *buf, size_t size)
+{
+    switch (o->key) {
+    case K_QUALITY:
+        snprintf(buf, size, "JPEG quality, 1 to 100 (default %d)", GIMG_DEFAULT_JPEG_QUALITY);
+        return buf;
+    case K_PNG_LEVEL:
+        snprintf(buf, size, "PNG compression level, 0 to 12 (default %d)",
+                 GIMG_DEFAULT_PNG_LEVEL);
+        return buf;
+    case K_MAX_PIXELS:
+        snprintf(buf, size, "refuse images of more than N pixels (default %llu)",
+                 (unsigned long long)GIMG_DEFAULT_MAX_PIXELS);
+        return buf;
+    default:
+        return o->help ? o->help : "";
+    }
+}
+
+static int table_end(const gimg_cli_option *o)
+{
+    return !o->long_name && !o->short_name;
+}
+
+static int common_enabled(const gimg_cli_spec *spec, int key)
+{
+    switch (key) {
+    case K_FORMAT:
+    case K_QUALITY:
+    case K_PNG_LEVEL:
+        return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
+    case K_DEVICE:
+        return !(spec->omit & GIMG_CLI_NO_DEVICE);
+    case K_OUTPUT:
+        return !(spec->omit & GIMG_CLI_NO_OUTPUT);
+    default:
+        return 1;
+    }
+}
+
+/* The tool's options are searched first; a name found in neither is unknown. */
+static const gimg_cli_option *find_long(const gimg_cli_spec *spec, const char *name, size_t len)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const gimg_cli_option *o = pass ? k_common : spec->options;
+        for (; o && !table_end(o); o++)
+            if (o->long_name && strlen(o->long_name) == len &&
+                memcmp(o->long_name, name, len) == 0 && (!pass || common_enabled(spec, o->key)))
+                return o;
+    }
+    return NULL;
+}
+
+static const gimg_cli_option *find_short(const gimg_cli_spec *spec, int letter)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const gimg_cli_option *o = pass ? k_common : spec->options;
+        for (; o && !table_end(o); o++)
+            if (o->short_name && o->short_name == letter && (!pass || common_enabled(spec, o->key)))
+                return o;
+    }
+    return NULL;
+}
+
+static void operand_limits(const gimg_cli_spec *spec, int *min, int *max)
+{
+    if (spec->min_operands == 0 && spec->max_operands == 0) {
+        *min = 1;
+        *max = 2;
+    } else {
+        *min = spec->min_operands;
+        *max = spec->max_operands;
+    }
+}
+
+/* ------------------------------------------------------------------ numbers */
+
+static gimg_status not_a_number(const char *what, const char *s, const char *kind)
+{
+    return gimg_fail(GIMG_E_USAGE, "%s: '%s' is not %s", what, s, kind);
+}
+
+gimg_status gimg_cli_parse_int(const char *what, const char *s, long long min, long long max,
+                               long long *out)
+{
+    if (!s)
+        return not_a_number(what, "", "an integer");
+    const char *p = s + (*s == '+' || *s == '-');
+    /* strtoll would skip blanks and take "0x"; checking the first digit here
+     * and the end below leaves only plain decimal. */
+    if (!isdigit((unsigned char)*p))
+        return not_a_number(what, s, "an integer");
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end != '\0')
+        return not_a_number(what, s, "an integer");
+    if (errno == ERANGE || v < min || v > max)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is out of range (%lld to %lld)", what, s, min,
+                         max);
+    *out = v;
+    return GIMG_OK;
+}
+
+gimg_status gimg_cli_parse_u64(const char *what, const char *s, uint64_t min, uint64_t max,
+                               uint64_t *out)
+{
+    if (!s)
+        return not_a_number(what, "", "an integer");
+    int negative = *s == '-';
+    const char *p = s + (*s == '+' || *s == '-');
+    if (!isdigit((unsigned char)*p))
+        return not_a_number(what, s, "an integer");
+    char *end;
+    errno = 0;
+    /* strtoull accepts "-5" and negates it; parse the digits alone. */
+    unsigned long long v = strtoull(p, &end, 10);
+    if (*end != '\0')
+        return not_a_number(what, s, "an integer");
+    if (errno == ERANGE || (negative && v != 0) || v < min || v > max)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is out of range (%llu to %llu)", what, s,
+                         (unsigned long long)min, (unsigned long long)max);
+    *out = v;
+    return GIMG_OK;
+}
+
+gimg_status gimg_cli_parse_double(const char *what, const char *s, double min, double max,
+                                  double *out)
+{
+    if (!s)
+        return not_a_number(what, "", "a number");
+    const char *p = s + (*s == '+' || *s == '-');
+    /* Plain decimal only: no blanks, "inf", "nan" or hexadecimal floats. */
+    int starts_ok = isdigit((unsigned char)p[0]) || (p[0] == '.' && isdigit((unsigned char)p[1]));
+    if (!starts_ok || strpbrk(p, "xX"))
+        return not_a_number(what, s, "a number");
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end != '\0')
+        return not_a_number(what, s, "a number");
+    /* ERANGE also flags underflow to a tiny value, which is harmless here. */
+    int overflow = errno == ERANGE && fabs(v) > 1.0;
+    if (overflow || !isfinite(v) || v < min || v > max)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is out of range (%g to %g)", what, s, min, max);
+    *out = v;
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------------------ parsing */
+
+static void option_name(const gimg_cli_option *o, char *buf, size_t size)
+{
+    if (o->long_name)
+        snprintf(buf, size, "--%s", o->long_name);
+    else
+        snprintf(buf, size, "-%c", o->short_name);
+}
+
+/* gimg_parse_device's own status is the library's; on a command line any
+ * bad value is a usage error, so re-record its message as one. */
+static gimg_status parse_device(const char *s, const char *prefix, gimg_device *d)
+{
+    if (gimg_parse_device(s, d) == GIMG_OK)
+        return GIMG_OK;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", gimg_last_error());
+    if (!msg[0])
+        snprintf(msg, sizeof msg, "unknown device '%s' (auto, cpu, gpu or gpu:N)", s);
+    return gimg_fail(GIMG_E_USAGE, "%s%s", prefix, msg);
+}
+
+static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, const char *arg,
+                         gimg_cli_common *c, int *device_given)
+{
+    char name[64];
+    option_name(o, name, sizeof name);
+    long long v;
+    gimg_status st;
+    switch (o->key) {
+    case K_OUTPUT:
+        if (!*arg)
+            return gimg_fail(GIMG_E_USAGE, "%s: empty file name", name);
+        c->output = arg;
+        return GIMG_OK;
+    case K_FORMAT:
+        c->write.format = gimg_format_from_name(arg);
+        if (c->write.format == GIMG_FMT_UNKNOWN)
+            return gimg_fail(GIMG_E_USAGE,
+                             "unknown format '%s' (png, jpg, bmp, tga, hdr, pnm, ppm, pgm, pam "
+                             "or pfm)", arg);
+        return GIMG_OK;
+    case K_QUALITY:
+        if ((st = gimg_cli_parse_int(name, arg, 1, 100, &v)))
+            return st;
+        c->write.jpeg_quality = (int)v;
+        return GIMG_OK;
+    case K_PNG_LEVEL:
+        if ((st = gimg_cli_parse_int(name, arg, 0, 12, &v)))
+            return st;
+        c->write.png_level = (int)v;
+        return GIMG_OK;
+    case K_DEVICE:
+        *device_given = 1;
+        return parse_device(arg, "", &c->device);
+    case K_MAX_PIXELS:
+        /* No image can have more pixels than the side limit squared. */
+        return gimg_cli_parse_u64(name, arg, 1,
+                                  (uint64_t)GIMG_MAX_DIMENSION * (uint64_t)GIMG_MAX_DIMENSION,
+                                  &c->max_pixels);
+    case K_VERBOSE:
+        c->verbose = 1;
+        c->quiet = 0;
+        return GIMG_OK;
+    case K_QUIET:
+        c->quiet = 1;
+        c->verbose = 0;
+        return GIMG_OK;
+    case K_HELP:
+        c->action = GIMG_CLI_HELP;
+        return GIMG_OK;
+    case K_VERSION:
+        c->action = GIMG_CLI_VERSION;
+        return GIMG_OK;
+    default:
+        if (!spec->handle)
+            return gimg_fail(GIMG_E_USAGE, "%s: option not handled", name);
+        return spec->handle(spec->user, o->key, arg);
+    }
+}
+
+static void set_defaults(gimg_cli_common *c, char **argv)
+{
+    memset(c, 0, sizeof *c);
+    c->action = GIMG_CLI_RUN;
+    c->output = "-";
+    gimg_write_opts_init(&c->write);
+    c->device.kind = GIMG_DEV_AUTO;
+    c->device.gpu_index = 0;
+    c->max_pixels = GIMG_DEFAULT_MAX_PIXELS;
+    c->operands = argv ? argv + 1 : NULL;
+}
+
+gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
+                           gimg_cli_common *c)
+{
+    set_defaults(c, argv);
+    int device_given = 0, only_operands = 0;
+    const char *o_output = NULL;
+    int nops = 0;
+    gimg_status st;
+
+    for (int i = 1; i < argc && c->action == GIMG_CLI_RUN; i++) {
+        char *a = argv[i];
+        if (only_operands || a[0] != '-' || a[1] == '\0') {
+            /* Operands move to the front. The slot written is at or before i,
+             * and every slot before i has been read already. */
+            argv[1 + nops++] = a;
+            continue;
+        }
+        if (a[1] == '-' && a[2] == '\0') {
+            only_operands = 1;
+            continue;
+        }
+        if (a[1] == '-') {
+            const char *name = a + 2, *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            const gimg_cli_option *o = find_long(spec, name, len);
+            if (!o)
+                return gimg_fail(GIMG_E_USAGE, "unknown option '--%.*s'", (int)len, name);
+            const char *arg = NULL;
+            if (!o->metavar) {
+                if (eq)
+                    return gimg_fail(GIMG_E_USAGE, "option '--%s' takes no argument",
+                                     o->long_name);
+            } else if (eq) {
+                arg = eq + 1;
+            } else if (i + 1 < argc) {
+                arg = argv[++i];
+            } else {
+                return gimg_fail(GIMG_E_USAGE, "option '--%s' needs an argument (%s)",
+                                 o->long_name, o->metavar);
+            }
+            if ((st = apply(spec, o, arg, c, &device_given)))
+                return st;
+            if (o->key == K_OUTPUT)
+                o_output = arg;
+            continue;
+        }
+        /* A cluster of short options: flags, the last of which may take the
+         * rest of the word or the next word as its argument. */
+        for (const char *p = a + 1; *p && c->action == GIMG_CLI_RUN; p++) {
+            const gimg_cli_option *o = find_short(spec, (unsigned char)*p);
+            if (!o) {
+                if (isprint((unsigned char)*p))
+                    return gimg_fail(GIMG_E_USAGE, "unknown option '-%c'", *p);
+                return gimg_fail(GIMG_E_USAGE, "unknown option in '%s'", a);
+            }
+            const char *arg = NULL;
+            if (o->metavar) {
+                if (p[1])
+                    arg = p + 1;
+                else if (i + 1 < argc)
+                    arg = argv[++i];
+                else
+                    return gimg_fail(GIMG_E_USAGE, "option '-%c' needs an argument (%s)", *p,
+                                     o->metavar);
+            }
+            if ((st = apply(spec, o, arg, c, &device_given)))
+                return st;
+            if (o->key == K_OUTPUT)
+                o_output = arg;
+            if (arg)
+                break;
+        }
+    }
+    c->n_operands = nops;
+    if (c->action != GIMG_CLI_RUN)
+        return GIMG_OK;
+
+    int min, max;
+    operand_limits(spec, &min, &max);
+    const char *what = spec->operands ? spec->operands : "INPUT [OUTPUT]";
+    if (nops < min)
+        return gimg_fail(GIMG_E_USAGE, "missing operand (expected %s)", what);
+    if (max >= 0 && nops > max)
+        return gimg_fail(GIMG_E_USAGE, "extra operand '%s'", argv[1 + max]);
+    if (nops >= 1)
+        c->input = argv[1];
+    if (max >= 2 && nops >= 2) {
+        if (o_output)
+            return gimg_fail(GIMG_E_USAGE, "the output is given twice: -o %s and %s", o_output,
+                             argv[2]);
+        if (!argv[2][0])
+            return gimg_fail(GIMG_E_USAGE, "empty output file name");
+        c->output = argv[2];
+    }
+    if (c->input && !c->input[0])
+        return gimg_fail(GIMG_E_USAGE, "empty input file name");
+
+    if (!device_given && !(spec->omit & GIMG_CLI_NO_DEVICE)) {
+        const char *env = getenv("GIMG_DEVICE");
+        if (env && *env && (st = parse_device(env, "GIMG_DEVICE: ", &c->device)))
+            return st;
+    }
+    gimg_set_max_pixels(c->max_pixels);
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------------------- output */
+
+int gimg_cli_usage_line(const gimg_cli_spec *spec, char *buf, size_t size)
+{
+    return snprintf(buf, size, "Usage: %s [options] %s", spec->tool,
+                    spec->operands ? spec->operands : "INPUT [OUTPUT]");
+}
+
+enum { HELP_WIDTH = 79, MAX_LEFT = 30 };
+
+static void left_column(const gimg_cli_option *o, char *buf, size_t size)
+{
+    char sh[8] = "", lg[64] = "";
+    if (o->short_name)
+        snprintf(sh, sizeof sh, "-%c", o->short_name);
+    if (o->long_name)
+        snprintf(lg, sizeof lg, "--%s", o->long_name);
+    snprintf(buf, size, "  %s%s%s%s%s", o->short_name ? sh : "  ",
+             o->short_name && o->long_name ? ", " : o->long_name ? "  " : "",
+             lg, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+}
+
+/* Words of text, wrapped to HELP_WIDTH, starting at column col (the cursor
+ * is at column start). */
+static void print_wrapped(FILE *f, const char *text, int start, int col)
+{
+    int x = start;
+    if (x < col) {
+        fprintf(f, "%*s", col - x, "");
+        x = col;
+    }
+    int first = 1;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        int len = (int)strcspn(p, " ");
+        if (!first && x + 1 + len > HELP_WIDTH) {
+            fprintf(f, "\n%*s", col, "");
+            x = col;
+            first = 1;
+        }
+        fprintf(f, "%s%.*s", first ? "" : " ", len, p);
+        x += len + !first;
+        first = 0;
+        p += len;
+    }
+    fputc('\n', f);
+}
+
+static int left_width(const gimg_cli_spec *spec)
+{
+    int w = 0;
+    char buf[128];
+    for (int pass = 0; pass < 2; pass++) {
+        const gimg_cli_option *o = pass ? k_common : spec->options;
+        for (; o && !table_end(o); o++) {
+            if (pass && !common_enabled(spec, o->key))
+                continue;
+            left_column(o, buf, sizeof buf);
+            int len = (int)strlen(buf);
+            if (len <= MAX_LEFT && len > w)
+                w = len;
+        }
+    }
+    return w;
+}
+
+static void print_table(const gimg_cli_spec *spec, const gimg_cli_option *o, int common, FILE *f,
+                        int col)
+{
+    char left[128], help[256];
+    for (; o && !table_end(o); o++) {
+        if (common && !common_enabled(spec, o->key))
+            continue;
+        left_column(o, left, sizeof left);
+        const char *text = common ? common_help(o, help, sizeof help) : o->help ? o->help : "";
+        fputs(left, f);
+        int len = (int)strlen(left);
+        if (len + 2 > col) {
+            fputc('\n', f);
+            len = 0;
+        }
+        print_wrapped(f, text, len, col);
+    }
+}
+
+void gimg_cli_print_help(const gimg_cli_spec *spec, FILE *f)
+{
+    char usage[256];
+    gimg_cli_usage_line(spec, usage, sizeof usage);
+    fprintf(f, "%s\n", usage);
+    if (spec->description)
+        fprintf(f, "%s\n", spec->description);
+    int col = left_width(spec) + 2;
+    if (spec->options && !table_end(spec->options)) {
+        fputs("\nOptions:\n", f);
+        print_table(spec, spec->options, 0, f, col);
+    }
+    fputs("\nCommon options:\n", f);
+    print_table(spec, k_common, 1, f, col);
+    if (spec->epilogue)
+        fprintf(f, "\n%s\n", spec->epilogue);
+}
+
+void gimg_cli_print_version(const gimg_cli_spec *spec, FILE *f)
+{
+    fprintf(f, "%s (gimg) %s\n", spec->tool, GIMG_VERSION);
+    fprintf(f, "%s\n", gimg_built_with_cuda() ? "CUDA support: built in"
+                                              : "CUDA support: not built in (CPU only)");
+}
+
+const char *gimg_cli_name(const char *path, int is_output)
+{
+    if (path && strcmp(path, "-") == 0)
+        return is_output ? "standard output" : "standard input";
+    return path;
+}
+
+int gimg_cli_error(const char *tool, const char *file, gimg_status st)
+{
+    const char *msg = gimg_last_error();
+    if (!msg || !*msg)
+        msg = "unknown error";
+    if (file)
+        fprintf(stderr, "%s: %s: %s\n", tool, file, msg);
+    else
+        fprintf(stderr, "%s: %s\n", tool, msg);
+    if (st == GIMG_E_USAGE)
+        fprintf(stderr, "Try '%s --help'.\n", tool);
+    return gimg_exit_code(st);
+}
+
+int gimg_cli_close_stdout(const char *tool)
+{
+    int had_error = ferror(stdout);
+    errno = 0;
+    int closed = fclose(stdout) == 0;
+    if (closed && !had_error)
+        return 0;
+    fprintf(stderr, "%s: standard output: %s\n", tool,
+            !closed && errno ? strerror(errno) : "write error");
+    return 1;
+}
+
+int gimg_cli_done(const gimg_cli_spec *spec, const gimg_cli_common *c, gimg_status st)
+{
+    if (st)
+        return gimg_cli_error(spec->tool, NULL, st);
+    switch (c->action) {
+    case GIMG_CLI_HELP:
+        gimg_cli_print_help(spec, stdout);
+        return gimg_cli_close_stdout(spec->tool);
+    case GIMG_CLI_VERSION:
+        gimg_cli_print_version(spec, stdout);
+        return gimg_cli_close_stdout(spec->tool);
+    default:
+        return -1;
+    }
+}

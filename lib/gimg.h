@@ -1,0 +1,222 @@
+/*
+ * gimg.h — the public interface of libgimg, the library behind the gimg tools.
+ *
+ * Conventions
+ *  - Every function that can fail returns a gimg_status. On failure it has
+ *    recorded one message (gimg_last_error(), per thread) at the place where
+ *    the error was found; callers pass the status on without adding text.
+ *    Only the programs in cmd/ print messages and exit.
+ *  - Ownership is stated per function. Images filled by the library own their
+ *    pixel buffer; gimg_image_free() releases it. Passing a zeroed image to
+ *    gimg_image_free() is harmless.
+ *  - Pixels are interleaved (gray, gray+alpha, RGB, RGBA), rows top to
+ *    bottom, samples in host byte order, rows stride_bytes apart.
+ */
+#ifndef GIMG_H
+#define GIMG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GIMG_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum {
+    GIMG_OK = 0,
+    GIMG_E_USAGE,   /* bad option or argument: the tools exit 2 */
+    GIMG_E_IO,      /* a read or write failed */
+    GIMG_E_FORMAT,  /* malformed, truncated or unsupported file */
+    GIMG_E_LIMIT,   /* over a documented size limit */
+    GIMG_E_NOMEM,   /* an allocation failed */
+    GIMG_E_DEVICE   /* no usable GPU, or a CUDA call failed */
+} gimg_status;
+
+/* Records a printf-style message for the calling thread and returns st. */
+gimg_status gimg_fail(gimg_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The message recorded by the last failure on this thread ("" if none). */
+const char *gimg_last_error(void);
+/* Exit status a tool should use for st: 0 ok, 2 usage, 1 otherwise. */
+int gimg_exit_code(gimg_status st);
+
+/* ------------------------------------------------------------------ images */
+
+typedef enum { GIMG_U8 = 1, GIMG_U16 = 2, GIMG_F32 = 4 } gimg_sample; /* value = bytes */
+
+typedef struct {
+    int width, height;      /* >= 1 */
+    int channels;           /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
+    gimg_sample sample;
+    size_t stride_bytes;    /* distance between row starts */
+    unsigned char *data;    /* owned by the image */
+} gimg_image;
+
+/* Size limits, checked from a file's header before any large allocation. */
+#define GIMG_DEFAULT_MAX_PIXELS ((uint64_t)1 << 28)  /* 268,435,456: 16384 x 16384 */
+#define GIMG_MAX_DIMENSION (1 << 24)                  /* per side, as stb_image */
+/* Process-wide pixel-count ceiling (the tools' --max-pixels). */
+void gimg_set_max_pixels(uint64_t max_pixels);
+uint64_t gimg_max_pixels(void);
+
+/* Checks w x h x channels x sample against the limits and for overflow;
+ * stores the tight row size and total size. */
+gimg_status gimg_check_size(int64_t width, int64_t height, int channels,
+                            gimg_sample sample, size_t *row_bytes, size_t *total_bytes);
+/* Allocates a tightly packed image (stride = width * pixel bytes); data is
+ * uninitialised. The caller frees it with gimg_image_free(). */
+gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels,
+                             gimg_sample sample);
+void gimg_image_free(gimg_image *im);
+static inline size_t gimg_pixel_bytes(const gimg_image *im)
+{
+    return (size_t)im->channels * (size_t)im->sample;
+}
+static inline unsigned char *gimg_row(const gimg_image *im, int y)
+{
+    return im->data + (size_t)y * im->stride_bytes;
+}
+
+/* ----------------------------------------------------------------- formats */
+
+typedef enum {
+    GIMG_FMT_UNKNOWN = 0,
+    GIMG_FMT_PNG, GIMG_FMT_JPEG, GIMG_FMT_BMP, GIMG_FMT_TGA, GIMG_FMT_HDR,
+    GIMG_FMT_PNM,   /* P5/P6 (P1-P4 read too); gray and RGB, maxval 255 or 65535 */
+    GIMG_FMT_PAM,   /* P7, 1-4 channels */
+    GIMG_FMT_PFM    /* Pf/PF, 32-bit float */
+} gimg_format;
+
+/* "png", "jpg", "jpeg", "ppm", "pgm", "pnm", "pam", "pfm", "hdr", ... ; UNKNOWN if none. */
+gimg_format gimg_format_from_name(const char *name);
+/* From a path's extension, case-insensitive; UNKNOWN if none or unknown. */
+gimg_format gimg_format_from_path(const char *path);
+const char *gimg_format_name(gimg_format f);
+/* From the first bytes of a file; UNKNOWN if not recognised. */
+gimg_format gimg_format_sniff(const unsigned char *buf, size_t len);
+
+/* ----------------------------------------------------------------- reading */
+
+/* Reads a whole file ("-" = stdin) into a malloc'd buffer the caller frees. */
+gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len);
+
+/* Header facts, read without decoding the pixels. */
+typedef struct {
+    gimg_format format;
+    int width, height, channels;
+    gimg_sample sample;
+} gimg_info;
+gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info);
+
+/* Decodes one image from memory. Size limits are checked from the header
+ * first. On success *out owns its pixels; on failure *out is zeroed. */
+gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out);
+/* gimg_slurp + gimg_decode_memory. */
+gimg_status gimg_read(const char *path, gimg_image *out);
+
+/* Reads the next image of a PNM/PAM/PFM stream (netpbm's concatenated
+ * images). Returns GIMG_OK with *out filled, or GIMG_OK with out->data ==
+ * NULL at a clean end of stream. */
+gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out);
+
+/* ----------------------------------------------------------------- writing */
+
+#define GIMG_DEFAULT_JPEG_QUALITY 90
+#define GIMG_DEFAULT_PNG_LEVEL 6
+
+typedef struct {
+    gimg_format format;  /* UNKNOWN: chosen by gimg_output_format() */
+    int jpeg_quality;    /* 1..100 */
+    int png_level;       /* 0..12 (libdeflate levels; 0 = stored) */
+} gimg_write_opts;
+
+void gimg_write_opts_init(gimg_write_opts *o);
+/* The format an output gets: o->format, else the path's extension, else
+ * (stdout, or no known extension) PNM for 1 and 3 channels, PAM for 2 and 4. */
+gimg_format gimg_output_format(const char *path, const gimg_write_opts *o,
+                               const gimg_image *im);
+
+/* Encodes into a malloc'd buffer the caller frees. Converts where the format
+ * needs it (e.g. 16-bit to 8-bit for JPEG, float to 8/16-bit for PNG and
+ * float to RGB for HDR), as documented in gimg(7). */
+gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
+                        unsigned char **buf, size_t *len);
+
+/* Writes buf to path atomically: a temporary file beside the target, renamed
+ * over it only after a complete, checked write and close; nothing appears on
+ * failure or on SIGINT/SIGTERM. "-" writes to stdout (a failed write is an
+ * error). */
+gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len);
+/* gimg_output_format + gimg_encode + gimg_write_file. */
+gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_opts *o);
+
+/* Installs SIGINT/SIGTERM handlers that remove pending temporary files. */
+void gimg_install_signal_cleanup(void);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum { GIMG_DEV_AUTO = 0, GIMG_DEV_CPU, GIMG_DEV_GPU } gimg_device_kind;
+
+typedef struct {
+    gimg_device_kind kind;
+    int gpu_index;          /* for GIMG_DEV_GPU and AUTO */
+} gimg_device;
+
+/* "auto", "cpu", "gpu", "gpu:N". */
+gimg_status gimg_parse_device(const char *s, gimg_device *d);
+/* 1 if this build has CUDA support. */
+int gimg_built_with_cuda(void);
+
+/* One per process: which backend runs, the GPU's context (streams, reusable
+ * device and pinned buffers), timings for -v. Created by gimg_ctx_open(),
+ * released by gimg_ctx_close(). */
+typedef struct gimg_ctx gimg_ctx;
+
+gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out);
+void gimg_ctx_close(gimg_ctx *ctx);
+
+/* Called with the input's size as soon as it is known (before decoding):
+ * starts CUDA's initialisation on a background thread when the GPU may be
+ * used for this much work, so that it overlaps the decode. work_bytes is the
+ * image's size in bytes. */
+void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes);
+
+/* Timers reported by -v (milliseconds, accumulated). */
+typedef enum { GIMG_T_DECODE, GIMG_T_COMPUTE, GIMG_T_ENCODE, GIMG_T_COUNT } gimg_timer;
+double gimg_now_ms(void);
+void gimg_ctx_add_time(gimg_ctx *ctx, gimg_timer t, double ms);
+/* Prints the backend and the timers to f (for -v). */
+void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool);
+
+/* ------------------------------------------------------------ operations */
+
+/* The eight symmetries of the rectangle (dihedral group D4). */
+typedef enum {
+    GIMG_ORIENT_TRANSPOSE,   /* out(r,c) = in(c, r) */
+    GIMG_ORIENT_TRANSVERSE,  /* out(r,c) = in(H-1-c, W-1-r) */
+    GIMG_ORIENT_FLIP,        /* top-bottom */
+    GIMG_ORIENT_FLOP,        /* left-right */
+    GIMG_ORIENT_ROT90,       /* clockwise */
+    GIMG_ORIENT_ROT180,
+    GIMG_ORIENT_ROT270
+} gimg_orient_op;
+
+gimg_status gimg_orient_parse(const char *name, gimg_orient_op *op);
+const char *gimg_orient_name(gimg_orient_op op);
+
+/* CPU reference and fallback. Allocates *out (caller frees). */
+gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image *out);
+/* Runs on the backend ctx chose (GPU or CPU; bit-identical results).
+ * Allocates *out (caller frees). */
+gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op,
+                        gimg_image *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GIMG_H */

@@ -1,0 +1,66 @@
+/*
+ * gpu_internal.h — the GPU side of libgimg: the checking macro for CUDA
+ * calls, the per-process GPU state and the transfers every operation uses.
+ * Only compiled into builds with CUDA (GIMG_HAVE_CUDA); device.c holds the
+ * selection logic that works in both builds.
+ */
+#ifndef GIMG_GPU_INTERNAL_H
+#define GIMG_GPU_INTERNAL_H
+
+#include "gimg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef GIMG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+/* Every CUDA call and launch goes through this: on failure it records the
+ * call, file, line and CUDA's message, and returns GIMG_E_DEVICE. */
+#define GIMG_CUDA(call)                                                              \
+    do {                                                                             \
+        cudaError_t gimg_cuda_err_ = (call);                                         \
+        if (gimg_cuda_err_ != cudaSuccess)                                           \
+            return gimg_fail(GIMG_E_DEVICE, "CUDA error: %s failed at %s:%d: %s", #call, \
+                             __FILE__, __LINE__, cudaGetErrorString(gimg_cuda_err_)); \
+    } while (0)
+
+/* An image on the device: rows at a pitch that is a multiple of 16 bytes,
+ * each row's allocation reaching its pitch (what the kernels assume). */
+typedef struct {
+    void *d_data;
+    size_t pitch_bytes;
+    int width, height, channels;
+    gimg_sample sample;
+} gimg_dimage;
+
+typedef struct gimg_gpu {
+    int device;
+    char name[256];
+    int sm_count;
+    cudaStream_t stream;
+    cudaEvent_t ev_start, ev_stop;
+    /* Device buffers kept across images and grown on demand. */
+    void *d_buf[2];
+    size_t d_cap[2];
+} gimg_gpu;
+
+/* Sets the device up on the calling thread (the slow part: CUDA's start-up).
+ * The caller frees *out with gimg_gpu_close(). */
+gimg_status gimg_gpu_open(int index, gimg_gpu **out);
+void gimg_gpu_close(gimg_gpu *g);
+/* Makes g's device current on the calling thread. */
+gimg_status gimg_gpu_bind(gimg_gpu *g);
+/* A device image of the given layout in reusable buffer slot 0 or 1. */
+gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
+                           gimg_sample sample, gimg_dimage *d);
+gimg_status gimg_gpu_upload(gimg_gpu *g, const gimg_image *h, gimg_dimage *d);
+gimg_status gimg_gpu_download(gimg_gpu *g, const gimg_dimage *d, gimg_image *h);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

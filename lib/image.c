@@ -1,0 +1,73 @@
+/* image.c — image allocation and the size checks every allocation goes through. */
+#include "gimg.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic uint64_t g_max_pixels = GIMG_DEFAULT_MAX_PIXELS;
+
+void gimg_set_max_pixels(uint64_t max_pixels) { g_max_pixels = max_pixels; }
+uint64_t gimg_max_pixels(void) { return g_max_pixels; }
+
+gimg_status gimg_check_size(int64_t width, int64_t height, int channels,
+                            gimg_sample sample, size_t *row_bytes, size_t *total_bytes)
+{
+    if (width < 1 || height < 1)
+        return gimg_fail(GIMG_E_FORMAT, "invalid image size %lldx%lld",
+                         (long long)width, (long long)height);
+    if (channels < 1 || channels > 4)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported channel count %d", channels);
+    if (sample != GIMG_U8 && sample != GIMG_U16 && sample != GIMG_F32)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported sample size %d bytes", (int)sample);
+    if (width > GIMG_MAX_DIMENSION || height > GIMG_MAX_DIMENSION)
+        return gimg_fail(GIMG_E_LIMIT, "image %lldx%lld exceeds the limit of %d pixels per side",
+                         (long long)width, (long long)height, GIMG_MAX_DIMENSION);
+    /* Both sides are below 2^24, so the product fits comfortably in 64 bits. */
+    uint64_t pixels = (uint64_t)width * (uint64_t)height;
+    if (pixels > g_max_pixels)
+        return gimg_fail(GIMG_E_LIMIT,
+                         "image %lldx%lld has %llu pixels, over the limit of %llu "
+                         "(raise it with --max-pixels)",
+                         (long long)width, (long long)height, (unsigned long long)pixels,
+                         (unsigned long long)g_max_pixels);
+    uint64_t row = (uint64_t)width * (uint64_t)channels * (uint64_t)sample;
+    uint64_t total = row * (uint64_t)height;
+    if (total / row != (uint64_t)height || total > (uint64_t)SIZE_MAX / 2)
+        return gimg_fail(GIMG_E_LIMIT, "image %lldx%lld is too large for this machine",
+                         (long long)width, (long long)height);
+    if (row_bytes)
+        *row_bytes = (size_t)row;
+    if (total_bytes)
+        *total_bytes = (size_t)total;
+    return GIMG_OK;
+}
+
+gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels,
+                             gimg_sample sample)
+{
+    size_t row, total;
+    memset(im, 0, sizeof *im);
+    gimg_status st = gimg_check_size(width, height, channels, sample, &row, &total);
+    if (st)
+        return st;
+    /* 64-byte alignment keeps rows friendly to vector loads and DMA. */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, total ? total : 1) != 0)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
+    im->width = width;
+    im->height = height;
+    im->channels = channels;
+    im->sample = sample;
+    im->stride_bytes = row;
+    im->data = p;
+    return GIMG_OK;
+}
+
+void gimg_image_free(gimg_image *im)
+{
+    if (!im)
+        return;
+    free(im->data);
+    memset(im, 0, sizeof *im);
+}

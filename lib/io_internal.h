@@ -1,0 +1,53 @@
+/*
+ * io_internal.h — declarations shared by the image I/O files of libgimg
+ * (stb_impl.c, format.c, pnm.c, png.c, read.c, write.c). Not installed.
+ */
+#ifndef GIMG_IO_INTERNAL_H
+#define GIMG_IO_INTERNAL_H
+
+#include "gimg.h"
+
+/* ---------------------------------------------------------- stb_impl.c */
+
+/* The libdeflate level stb_image_write's PNG writer compresses with. A
+ * per-thread variable rather than stb's global level so that concurrent
+ * encodes at different levels cannot see each other's setting; write.c sets
+ * it right before each call into stb. */
+extern _Thread_local int gimg_io_png_level;
+
+/* ------------------------------------------------------------ format.c */
+
+/* If buf starts like a format we recognise but do not support (GIF, PSD,
+ * PIC, TIFF, WebP), its name; otherwise NULL. */
+const char *gimg_io_unsupported_format(const unsigned char *buf, size_t len);
+
+/* --------------------------------------------------------------- pnm.c */
+
+/* Header facts of the first image of a PNM/PAM/PFM buffer. */
+gimg_status gimg_pnm_probe(const unsigned char *buf, size_t len, gimg_info *info);
+/* Decodes the first image of a PNM/PAM/PFM buffer (trailing data ignored). */
+gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *out);
+/* Encodes im, whose layout must already suit f:
+ *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval 255/65535)
+ *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
+ *   GIMG_FMT_PFM: 1 or 3 channels, F32 (Pf/PF, little-endian)
+ * into a malloc'd buffer the caller frees. */
+gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f,
+                            unsigned char **buf, size_t *len);
+
+/* --------------------------------------------------------------- png.c */
+
+/* Encodes a U8 or U16 image of 1-4 channels (any stride) as PNG with
+ * libdeflate at level (0-12), into a malloc'd buffer the caller frees. */
+gimg_status gimg_png_encode(const gimg_image *im, int level,
+                            unsigned char **buf, size_t *len);
+
+/* ------------------------------------------------------------- write.c */
+
+/* The registry of temporary files the signal handler removes. Registering
+ * returns a slot (-1 if the registry is full: the file is then simply not
+ * cleaned up on a signal). Exposed for the unit tests. */
+int gimg_io_register_temp(const char *path);
+void gimg_io_unregister_temp(int slot);
+
+#endif

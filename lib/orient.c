@@ -1,0 +1,186 @@
+/*
+ * orient.c — the eight symmetries of the rectangle on the CPU: transpose,
+ * transverse, flip, flop and the rotations. This is both the reference the
+ * GPU kernel is tested against and the CPU backend.
+ *
+ * Every op is "maybe transpose, then maybe reverse the source's rows and/or
+ * columns" (gimg_orient_plan), so one loop serves all eight. Transposing ops
+ * walk the output in 64x64-pixel blocks so that both the rows read and the
+ * rows written stay in cache; the others copy (or reverse) whole rows.
+ * Output rows are shared among OpenMP threads.
+ */
+#include "gimg.h"
+#include "ctx_internal.h"
+#include "orient_internal.h"
+
+#include <string.h>
+
+static const struct { const char *name; gimg_orient_op op; gimg_orient_plan plan; } k_ops[] = {
+    /*                                          transpose rev_rows rev_cols */
+    {"transpose", GIMG_ORIENT_TRANSPOSE, {1, 0, 0}},
+    {"transverse", GIMG_ORIENT_TRANSVERSE, {1, 1, 1}},
+    {"flip", GIMG_ORIENT_FLIP, {0, 1, 0}},
+    {"flop", GIMG_ORIENT_FLOP, {0, 0, 1}},
+    {"rot90", GIMG_ORIENT_ROT90, {1, 1, 0}},
+    {"rot180", GIMG_ORIENT_ROT180, {0, 1, 1}},
+    {"rot270", GIMG_ORIENT_ROT270, {1, 0, 1}},
+};
+#define N_OPS (sizeof k_ops / sizeof k_ops[0])
+
+gimg_status gimg_orient_parse(const char *name, gimg_orient_op *op)
+{
+    for (size_t i = 0; i < N_OPS; i++)
+        if (strcmp(name, k_ops[i].name) == 0) {
+            *op = k_ops[i].op;
+            return GIMG_OK;
+        }
+    return gimg_fail(GIMG_E_USAGE,
+                     "unknown operation '%s' (transpose, transverse, flip, flop, rot90, "
+                     "rot180 or rot270)", name);
+}
+
+const char *gimg_orient_name(gimg_orient_op op)
+{
+    for (size_t i = 0; i < N_OPS; i++)
+        if (k_ops[i].op == op)
+            return k_ops[i].name;
+    return "?";
+}
+
+gimg_orient_plan gimg_orient_plan_of(gimg_orient_op op)
+{
+    for (size_t i = 0; i < N_OPS; i++)
+        if (k_ops[i].op == op)
+            return k_ops[i].plan;
+    return k_ops[0].plan;
+}
+
+gimg_status gimg_orient_alloc_output(const gimg_image *in, gimg_orient_op op, gimg_image *out)
+{
+    gimg_orient_plan p = gimg_orient_plan_of(op);
+    return gimg_image_alloc(out, p.transpose ? in->height : in->width,
+                            p.transpose ? in->width : in->height, in->channels, in->sample);
+}
+
+/* Copies one pixel of a size known at compile time, so memcpy becomes moves. */
+#define COPY_PIXEL_CASES(E_, dst, src)                                                \
+    switch (E_) {                                                                     \
+    case 1: memcpy(dst, src, 1); break;                                               \
+    case 2: memcpy(dst, src, 2); break;                                               \
+    case 3: memcpy(dst, src, 3); break;                                               \
+    case 4: memcpy(dst, src, 4); break;                                               \
+    case 6: memcpy(dst, src, 6); break;                                               \
+    case 8: memcpy(dst, src, 8); break;                                               \
+    case 12: memcpy(dst, src, 12); break;                                             \
+    default: memcpy(dst, src, 16); break;                                             \
+    }
+
+enum { BLOCK = 64 };
+
+/* out(r, c) = in(src_row(c), src_col(r)) for a block of output rows and columns. */
+static void transpose_block(const gimg_image *in, gimg_image *out, gimg_orient_plan p,
+                            int r0, int r1, int c0, int c1)
+{
+    const size_t E = gimg_pixel_bytes(in);
+    const int W = in->width, H = in->height;
+    for (int r = r0; r < r1; r++) {
+        unsigned char *dst = gimg_row(out, r) + (size_t)c0 * E;
+        const size_t sc = (size_t)(p.rev_cols ? W - 1 - r : r) * E;
+        for (int c = c0; c < c1; c++, dst += E) {
+            const unsigned char *src = gimg_row(in, p.rev_rows ? H - 1 - c : c) + sc;
+            COPY_PIXEL_CASES(E, dst, src);
+        }
+    }
+}
+
+static void copy_row(const gimg_image *in, gimg_image *out, gimg_orient_plan p, int r)
+{
+    const size_t E = gimg_pixel_bytes(in);
+    const unsigned char *src = gimg_row(in, p.rev_rows ? in->height - 1 - r : r);
+    unsigned char *dst = gimg_row(out, r);
+    if (!p.rev_cols) {
+        memcpy(dst, src, (size_t)in->width * E);
+        return;
+    }
+    src += (size_t)(in->width - 1) * E;
+    for (int c = 0; c < in->width; c++, dst += E, src -= E)
+        COPY_PIXEL_CASES(E, dst, src);
+}
+
+void gimg_orient_cpu_into(const gimg_image *in, gimg_orient_op op, gimg_image *out)
+{
+    gimg_orient_plan p = gimg_orient_plan_of(op);
+    const int OH = out->height, OW = out->width;
+    if (!p.transpose) {
+        #pragma omp parallel for schedule(static) if ((size_t)OH * OW > 65536)
+        for (int r = 0; r < OH; r++)
+            copy_row(in, out, p, r);
+        return;
+    }
+    const int row_blocks = (OH + BLOCK - 1) / BLOCK, col_blocks = (OW + BLOCK - 1) / BLOCK;
+    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)OH * OW > 65536)
+    for (int br = 0; br < row_blocks; br++)
+        for (int bc = 0; bc < col_blocks; bc++) {
+            int r0 = br * BLOCK, c0 = bc * BLOCK;
+            transpose_block(in, out, p, r0, r0 + BLOCK < OH ? r0 + BLOCK : OH, c0,
+                            c0 + BLOCK < OW ? c0 + BLOCK : OW);
+        }
+}
+
+gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image *out)
+{
+    gimg_status st = gimg_orient_alloc_output(in, op, out);
+    if (st)
+        return st;
+    gimg_orient_cpu_into(in, op, out);
+    return GIMG_OK;
+}
+
+#ifdef GIMG_HAVE_CUDA
+#include "gpu_internal.h"
+#include "transpose.h"
+
+static gimg_status orient_gpu(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *in,
+                              gimg_orient_op op, gimg_image *out)
+{
+    gimg_orient_plan p = gimg_orient_plan_of(op);
+    gimg_dimage d_in, d_out;
+    double t0 = gimg_now_ms();
+    gimg_status st;
+    if ((st = gimg_gpu_image(g, 0, in->width, in->height, in->channels, in->sample, &d_in)) ||
+        (st = gimg_gpu_image(g, 1, out->width, out->height, out->channels, out->sample, &d_out)) ||
+        (st = gimg_gpu_upload(g, in, &d_in)))
+        return st;
+    GIMG_CUDA(cudaEventRecord(g->ev_start, g->stream));
+    GIMG_CUDA(gimg_cuda_orient(d_in.d_data, d_in.pitch_bytes, in->width, in->height,
+                               d_out.d_data, d_out.pitch_bytes, (int)gimg_pixel_bytes(in),
+                               p.transpose, p.rev_rows, p.rev_cols, g->stream));
+    GIMG_CUDA(cudaEventRecord(g->ev_stop, g->stream));
+    if ((st = gimg_gpu_download(g, &d_out, out)))
+        return st;
+    float kernel_ms = 0;
+    GIMG_CUDA(cudaEventElapsedTime(&kernel_ms, g->ev_start, g->ev_stop));
+    gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
+    return GIMG_OK;
+}
+#endif
+
+gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, gimg_image *out)
+{
+    struct gimg_gpu *gpu;
+    size_t bytes = (size_t)in->height * (size_t)in->width * gimg_pixel_bytes(in);
+    gimg_status st = gimg_ctx_select(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES, &gpu);
+    if (st)
+        return st;
+    if ((st = gimg_orient_alloc_output(in, op, out)))
+        return st;
+#ifdef GIMG_HAVE_CUDA
+    if (gpu) {
+        if ((st = orient_gpu(ctx, gpu, in, op, out)))
+            gimg_image_free(out);
+        return st;
+    }
+#endif
+    gimg_orient_cpu_into(in, op, out);
+    return GIMG_OK;
+}

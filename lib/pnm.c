@@ -1,0 +1,638 @@
+/*
+ * pnm.c — our own netpbm reader and writer: PBM/PGM/PPM (P1-P6), PAM (P7)
+ * and PFM (Pf/PF).
+ *
+ * Reading
+ *  - P1/P4 bitmaps become 8-bit gray, 1 (black) -> 0 and 0 (white) -> 255.
+ *  - maxval 255 is read as 8-bit and 65535 as 16-bit, unchanged. Any other
+ *    maxval is rescaled to the full range of the smallest sample type that
+ *    holds it: maxval <= 255 -> 8-bit, v' = round(v * 255 / maxval);
+ *    maxval 256..65534 -> 16-bit, v' = round(v * 65535 / maxval). Rescaling
+ *    keeps "maxval means white" true for the rest of the library, which knows
+ *    only full-range samples. A sample above maxval is an error.
+ *  - PAM: DEPTH 1-4 with TUPLTYPE GRAYSCALE, GRAYSCALE_ALPHA, RGB, RGB_ALPHA,
+ *    BLACKANDWHITE or BLACKANDWHITE_ALPHA (a known TUPLTYPE must agree with
+ *    DEPTH); a missing or unknown TUPLTYPE is taken from DEPTH.
+ *  - PFM: "Pf" gray or "PF" RGB; a negative scale means little-endian
+ *    samples, a positive one big-endian. Only its sign is used: the magnitude
+ *    is a free "scale" hint most writers set to 1 and readers ignore. Rows
+ *    are stored bottom to top.
+ *  - '#' comments are allowed wherever whitespace is allowed in a header
+ *    (and in plain P1-P3 rasters, as netpbm allows).
+ * Every header number is checked, and the size goes through
+ * gimg_check_size() before anything is allocated.
+ *
+ * Writing: P5/P6 (maxval 255 or 65535), P7 with a named TUPLTYPE, and PFM
+ * little-endian with scale -1.0; 16-bit samples are big-endian on file.
+ */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HOST_LITTLE_ENDIAN (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+
+/* ------------------------------------------------------------- sources */
+
+/* Bytes come from memory (gimg_decode_memory) or from a FILE (a netpbm
+ * stream, which must not be read beyond the current image). */
+typedef struct {
+    const unsigned char *p, *end;  /* memory source, when f is NULL */
+    FILE *f;                       /* locked by the caller */
+    unsigned char *row;            /* FILE source: one raster row */
+    const char *kind;              /* "PNM", "PAM", "PFM": for messages */
+} src;
+
+static int src_getc(src *s)
+{
+    if (s->f)
+        return getc_unlocked(s->f);
+    return s->p < s->end ? *s->p++ : EOF;
+}
+
+static void src_ungetc(src *s, int c)
+{
+    if (c == EOF)
+        return;
+    if (s->f)
+        ungetc(c, s->f);
+    else
+        s->p--;
+}
+
+/* The failure for an EOF met while reading `what` ("header" or "data"). */
+static gimg_status src_eof(src *s, const char *what)
+{
+    if (s->f && ferror(s->f))
+        return gimg_fail(GIMG_E_IO, "read error: %s", strerror(errno));
+    return gimg_fail(GIMG_E_FORMAT, "truncated %s %s", s->kind, what);
+}
+
+/* Points *out at the next n raster bytes. */
+static gimg_status src_take(src *s, size_t n, const unsigned char **out)
+{
+    if (!s->f) {
+        if ((size_t)(s->end - s->p) < n)
+            return src_eof(s, "data");
+        *out = s->p;
+        s->p += n;
+        return GIMG_OK;
+    }
+    if (fread_unlocked(s->row, 1, n, s->f) != n)
+        return src_eof(s, "data");
+    *out = s->row;
+    return GIMG_OK;
+}
+
+static int is_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static void skip_comment(src *s)
+{
+    int c;
+    do
+        c = src_getc(s);
+    while (c != EOF && c != '\n' && c != '\r');
+}
+
+/* Reads the next whitespace-separated token into buf, skipping comments,
+ * and consumes the one whitespace character (or comment) that ends it: after
+ * a raw format's last header value exactly one such character precedes the
+ * raster. */
+static gimg_status read_token(src *s, char *buf, size_t cap, const char *what)
+{
+    int c;
+    for (;;) {
+        c = src_getc(s);
+        if (c == '#')
+            skip_comment(s);
+        else if (!is_space(c))
+            break;
+    }
+    if (c == EOF)
+        return src_eof(s, what);
+    size_t n = 0;
+    while (c != EOF && !is_space(c) && c != '#') {
+        if (n + 1 >= cap)
+            return gimg_fail(GIMG_E_FORMAT, "invalid %s %s: value too long", s->kind, what);
+        buf[n++] = (char)c;
+        c = src_getc(s);
+    }
+    buf[n] = '\0';
+    if (c == '#')
+        skip_comment(s);
+    return GIMG_OK;
+}
+
+/* Decimal digits only. 15 digits are far beyond any valid value yet keep the
+ * arithmetic exact; gimg_check_size() then judges sizes. */
+static int parse_uint(const char *t, uint64_t *v)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 15)
+        return 0;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9')
+            return 0;
+        x = x * 10 + (uint64_t)(t[i] - '0');
+    }
+    *v = x;
+    return 1;
+}
+
+static gimg_status read_uint(src *s, const char *field, const char *what, uint64_t *v)
+{
+    char tok[32];
+    gimg_status st = read_token(s, tok, sizeof tok, what);
+    if (st)
+        return st;
+    if (!parse_uint(tok, v))
+        return gimg_fail(GIMG_E_FORMAT, "invalid %s %s: bad %s \"%s\"", s->kind, what, field, tok);
+    return GIMG_OK;
+}
+
+/* -------------------------------------------------------------- headers */
+
+typedef struct {
+    char magic;           /* '1'..'7', 'F' or 'f' */
+    int64_t width, height;
+    int depth;            /* samples per pixel on file */
+    unsigned maxval;      /* 1..65535; unused for PFM */
+    int little;           /* PFM: samples are little-endian */
+} header;
+
+static gimg_sample header_sample(const header *h)
+{
+    if (h->magic == 'F' || h->magic == 'f')
+        return GIMG_F32;
+    return h->maxval > 255 ? GIMG_U16 : GIMG_U8;
+}
+
+static gimg_status check_maxval(src *s, uint64_t v)
+{
+    if (v < 1 || v > 65535)
+        return gimg_fail(GIMG_E_FORMAT, "invalid %s header: maxval %llu is not in 1..65535",
+                         s->kind, (unsigned long long)v);
+    return GIMG_OK;
+}
+
+static gimg_status read_classic_header(src *s, header *h)
+{
+    uint64_t w, ht, mv = 1;
+    gimg_status st;
+    if ((st = read_uint(s, "width", "header", &w)) || (st = read_uint(s, "height", "header", &ht)))
+        return st;
+    if (h->magic != '1' && h->magic != '4') {
+        if ((st = read_uint(s, "maxval", "header", &mv)) || (st = check_maxval(s, mv)))
+            return st;
+    }
+    h->width = (int64_t)w;
+    h->height = (int64_t)ht;
+    h->maxval = (unsigned)mv;
+    h->depth = (h->magic == '3' || h->magic == '6') ? 3 : 1;
+    return GIMG_OK;
+}
+
+static gimg_status read_pfm_header(src *s, header *h)
+{
+    uint64_t w, ht;
+    char tok[64];
+    gimg_status st;
+    if ((st = read_uint(s, "width", "header", &w)) || (st = read_uint(s, "height", "header", &ht)) ||
+        (st = read_token(s, tok, sizeof tok, "header")))
+        return st;
+    char *end;
+    errno = 0;
+    double scale = strtod(tok, &end);
+    if (*end || end == tok || errno == ERANGE || !isfinite(scale) || scale == 0.0)
+        return gimg_fail(GIMG_E_FORMAT, "invalid PFM header: bad scale \"%s\"", tok);
+    h->width = (int64_t)w;
+    h->height = (int64_t)ht;
+    h->depth = h->magic == 'F' ? 3 : 1;
+    h->little = scale < 0;
+    return GIMG_OK;
+}
+
+static const struct {
+    const char *name;
+    int depth;
+} tupltypes[] = {
+    { "BLACKANDWHITE", 1 }, { "GRAYSCALE", 1 }, { "RGB", 3 },
+    { "BLACKANDWHITE_ALPHA", 2 }, { "GRAYSCALE_ALPHA", 2 }, { "RGB_ALPHA", 4 },
+};
+
+/* Reads one header line (without its newline) into buf. */
+static gimg_status read_line(src *s, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        int c = src_getc(s);
+        if (c == EOF)
+            return src_eof(s, "header");
+        if (c == '\n')
+            break;
+        if (n + 1 >= cap)
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: line too long");
+        buf[n++] = (char)c;
+    }
+    /* Tolerate CRLF line ends and trailing blanks. */
+    while (n > 0 && is_space((unsigned char)buf[n - 1]))
+        n--;
+    buf[n] = '\0';
+    return GIMG_OK;
+}
+
+static gimg_status read_pam_header(src *s, header *h)
+{
+    char line[1024], tupltype[256] = "";
+    uint64_t val[4];
+    int seen[4] = { 0, 0, 0, 0 };
+    static const char *const keys[4] = { "WIDTH", "HEIGHT", "DEPTH", "MAXVAL" };
+    gimg_status st;
+
+    /* The magic must end its line. */
+    int c = src_getc(s);
+    if (c == EOF)
+        return src_eof(s, "header");
+    if (c == '\r')
+        c = src_getc(s);
+    if (c != '\n')
+        return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: \"P7\" not followed by a newline");
+
+    for (;;) {
+        if ((st = read_line(s, line, sizeof line)))
+            return st;
+        char *p = line;
+        while (is_space((unsigned char)*p))
+            p++;
+        if (*p == '\0' || *p == '#')
+            continue;
+        char *key = p;
+        while (*p && !is_space((unsigned char)*p))
+            p++;
+        if (*p)
+            *p++ = '\0';
+        while (is_space((unsigned char)*p))
+            p++;
+        if (strcmp(key, "ENDHDR") == 0)
+            break;
+        if (strcmp(key, "TUPLTYPE") == 0) {
+            /* Several TUPLTYPE lines concatenate, separated by a space. */
+            size_t used = strlen(tupltype), add = strlen(p);
+            if (used + (used ? 1 : 0) + add >= sizeof tupltype)
+                return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: TUPLTYPE too long");
+            if (used)
+                tupltype[used++] = ' ';
+            memcpy(tupltype + used, p, add + 1);
+            continue;
+        }
+        int k = 0;
+        while (k < 4 && strcmp(key, keys[k]) != 0)
+            k++;
+        if (k == 4)
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: unknown keyword \"%.40s\"", key);
+        if (!parse_uint(p, &val[k]))
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: bad %s \"%.40s\"", key, p);
+        seen[k] = 1;
+    }
+    for (int k = 0; k < 4; k++)
+        if (!seen[k])
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: no %s", keys[k]);
+    if (val[2] < 1 || val[2] > 4)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported PAM depth %llu (1 to 4 are supported)",
+                         (unsigned long long)val[2]);
+    if ((st = check_maxval(s, val[3])))
+        return st;
+    for (size_t i = 0; i < sizeof tupltypes / sizeof tupltypes[0]; i++)
+        if (strcmp(tupltype, tupltypes[i].name) == 0 && (uint64_t)tupltypes[i].depth != val[2])
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: TUPLTYPE %s with DEPTH %llu",
+                             tupltype, (unsigned long long)val[2]);
+    h->width = (int64_t)val[0];
+    h->height = (int64_t)val[1];
+    h->depth = (int)val[2];
+    h->maxval = (unsigned)val[3];
+    return GIMG_OK;
+}
+
+static gimg_status read_header(src *s, header *h)
+{
+    memset(h, 0, sizeof *h);
+    s->kind = "PNM";
+    int c0 = src_getc(s), c1 = src_getc(s);
+    if (c0 == EOF || c1 == EOF)
+        return src_eof(s, "header");
+    if (c0 != 'P' || !((c1 >= '1' && c1 <= '7') || c1 == 'F' || c1 == 'f'))
+        return gimg_fail(GIMG_E_FORMAT, "not a PNM, PAM or PFM image");
+    h->magic = (char)c1;
+    if (c1 == '7') {
+        s->kind = "PAM";
+        return read_pam_header(s, h);
+    }
+    if (c1 == 'F' || c1 == 'f')
+        s->kind = "PFM";
+    /* "P6" must be followed by whitespace or a comment, not run into the width. */
+    int c = src_getc(s);
+    if (c == EOF)
+        return src_eof(s, "header");
+    if (!is_space(c) && c != '#')
+        return gimg_fail(GIMG_E_FORMAT, "invalid %s header: bad magic number", s->kind);
+    src_ungetc(s, c);
+    return (c1 == 'F' || c1 == 'f') ? read_pfm_header(s, h) : read_classic_header(s, h);
+}
+
+/* --------------------------------------------------------------- rasters */
+
+/* Rescales one sample read from file to the image's range (see the top). */
+typedef struct {
+    unsigned maxval;
+    gimg_sample sample;
+    uint8_t lut[256];     /* U8 with maxval != 255 */
+} scaler;
+
+static void scaler_init(scaler *sc, unsigned maxval, gimg_sample sample)
+{
+    sc->maxval = maxval;
+    sc->sample = sample;
+    if (sample == GIMG_U8)
+        for (unsigned v = 0; v <= maxval && v < 256; v++)
+            sc->lut[v] = (uint8_t)((v * 255u + maxval / 2) / maxval);
+}
+
+static inline uint16_t scale16(unsigned v, unsigned maxval)
+{
+    /* v <= maxval <= 65534 here, so v * 65535 + maxval / 2 < 2^32. */
+    return (uint16_t)(((uint32_t)v * 65535u + maxval / 2) / maxval);
+}
+
+static gimg_status bad_sample(src *s, unsigned v, unsigned maxval)
+{
+    return gimg_fail(GIMG_E_FORMAT, "invalid %s data: sample %u exceeds maxval %u", s->kind, v,
+                     maxval);
+}
+
+/* Stores sample i of a row. */
+static inline void put_sample(unsigned char *row, size_t i, unsigned v, const scaler *sc)
+{
+    if (sc->sample == GIMG_U8)
+        row[i] = sc->maxval == 255 ? (uint8_t)v : sc->lut[v];
+    else
+        ((uint16_t *)row)[i] = sc->maxval == 65535 ? (uint16_t)v : scale16(v, sc->maxval);
+}
+
+static gimg_status read_plain(src *s, const header *h, gimg_image *im, const scaler *sc)
+{
+    size_t n = (size_t)im->width * (size_t)im->channels;
+    for (int y = 0; y < im->height; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (size_t i = 0; i < n; i++) {
+            if (h->magic == '1') {
+                int c;
+                for (;;) {
+                    c = src_getc(s);
+                    if (c == '#')
+                        skip_comment(s);
+                    else if (!is_space(c))
+                        break;
+                }
+                if (c == EOF)
+                    return src_eof(s, "data");
+                if (c != '0' && c != '1')
+                    return gimg_fail(GIMG_E_FORMAT, "invalid PNM data: '%c' in a plain bitmap", c);
+                row[i] = c == '1' ? 0 : 255;
+                continue;
+            }
+            uint64_t v;
+            gimg_status st = read_uint(s, "sample", "data", &v);
+            if (st)
+                return st;
+            if (v > h->maxval)
+                return bad_sample(s, v > 0xffffffffu ? 0xffffffffu : (unsigned)v, h->maxval);
+            put_sample(row, i, (unsigned)v, sc);
+        }
+    }
+    return GIMG_OK;
+}
+
+static gimg_status read_raw(src *s, const header *h, gimg_image *im, const scaler *sc,
+                            size_t file_row)
+{
+    size_t n = (size_t)im->width * (size_t)im->channels;
+    for (int y = 0; y < im->height; y++) {
+        const unsigned char *in;
+        gimg_status st = src_take(s, file_row, &in);
+        if (st)
+            return st;
+        unsigned char *row = gimg_row(im, y);
+        if (h->magic == '4') {
+            for (size_t x = 0; x < n; x++)
+                row[x] = (in[x >> 3] >> (7 - (x & 7))) & 1 ? 0 : 255;
+        } else if (sc->sample == GIMG_U8) {
+            if (sc->maxval == 255) {
+                memcpy(row, in, n);
+            } else {
+                for (size_t i = 0; i < n; i++) {
+                    if (in[i] > sc->maxval)
+                        return bad_sample(s, in[i], sc->maxval);
+                    row[i] = sc->lut[in[i]];
+                }
+            }
+        } else {
+            uint16_t *out = (uint16_t *)row;
+            if (sc->maxval == 65535) {
+                for (size_t i = 0; i < n; i++)
+                    out[i] = (uint16_t)(in[2 * i] << 8 | in[2 * i + 1]);
+            } else {
+                for (size_t i = 0; i < n; i++) {
+                    unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
+                    if (v > sc->maxval)
+                        return bad_sample(s, v, sc->maxval);
+                    out[i] = scale16(v, sc->maxval);
+                }
+            }
+        }
+    }
+    return GIMG_OK;
+}
+
+static gimg_status read_pfm(src *s, const header *h, gimg_image *im, size_t file_row)
+{
+    size_t n = (size_t)im->width * (size_t)im->channels;
+    int swap = h->little != HOST_LITTLE_ENDIAN;
+    for (int y = im->height - 1; y >= 0; y--) {
+        const unsigned char *in;
+        gimg_status st = src_take(s, file_row, &in);
+        if (st)
+            return st;
+        unsigned char *row = gimg_row(im, y);
+        if (!swap) {
+            memcpy(row, in, file_row);
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                row[4 * i + 0] = in[4 * i + 3];
+                row[4 * i + 1] = in[4 * i + 2];
+                row[4 * i + 2] = in[4 * i + 1];
+                row[4 * i + 3] = in[4 * i + 0];
+            }
+        }
+    }
+    return GIMG_OK;
+}
+
+/* Reads one image from s: its header and (unless info is given) its raster. */
+static gimg_status read_image(src *s, gimg_image *out, gimg_info *info)
+{
+    header h;
+    gimg_status st = read_header(s, &h);
+    if (st)
+        return st;
+    gimg_sample sample = header_sample(&h);
+    size_t row_bytes;
+    if ((st = gimg_check_size(h.width, h.height, h.depth, sample, &row_bytes, NULL)))
+        return st;
+    if (info) {
+        info->format = h.magic == '7' ? GIMG_FMT_PAM
+                     : (h.magic == 'F' || h.magic == 'f') ? GIMG_FMT_PFM : GIMG_FMT_PNM;
+        info->width = (int)h.width;
+        info->height = (int)h.height;
+        info->channels = h.depth;
+        info->sample = sample;
+        return GIMG_OK;
+    }
+
+    /* The raw row on file is never longer than the image's row, which
+     * gimg_check_size() has just bounded. */
+    size_t file_row;
+    if (h.magic == '4')
+        file_row = ((size_t)h.width + 7) / 8;
+    else if (h.magic == 'F' || h.magic == 'f')
+        file_row = row_bytes;
+    else
+        file_row = (size_t)h.width * (size_t)h.depth * (h.maxval > 255 ? 2 : 1);
+
+    if ((st = gimg_image_alloc(out, (int)h.width, (int)h.height, h.depth, sample)))
+        return st;
+    int plain = h.magic >= '1' && h.magic <= '3';
+    if (s->f && !plain && !(s->row = malloc(file_row))) {
+        gimg_image_free(out);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", file_row);
+    }
+    scaler sc;
+    scaler_init(&sc, h.maxval, sample);
+    if (plain)
+        st = read_plain(s, &h, out, &sc);
+    else if (sample == GIMG_F32)
+        st = read_pfm(s, &h, out, file_row);
+    else
+        st = read_raw(s, &h, out, &sc, file_row);
+    free(s->row);
+    s->row = NULL;
+    if (st)
+        gimg_image_free(out);
+    return st;
+}
+
+gimg_status gimg_pnm_probe(const unsigned char *buf, size_t len, gimg_info *info)
+{
+    src s = { .p = buf, .end = buf + len };
+    return read_image(&s, NULL, info);
+}
+
+gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *out)
+{
+    src s = { .p = buf, .end = buf + len };
+    memset(out, 0, sizeof *out);
+    return read_image(&s, out, NULL);
+}
+
+gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    src s = { .f = f, .kind = "PNM" };
+    flockfile(f);
+    /* Whitespace after an image, then EOF, is a clean end of the stream. */
+    int c;
+    do
+        c = getc_unlocked(f);
+    while (is_space(c));
+    gimg_status st;
+    if (c == EOF) {
+        st = ferror(f) ? gimg_fail(GIMG_E_IO, "read error: %s", strerror(errno)) : GIMG_OK;
+    } else if (c != 'P') {
+        st = gimg_fail(GIMG_E_FORMAT, "invalid data in PNM stream (not the start of an image)");
+    } else {
+        ungetc(c, f);
+        st = read_image(&s, out, NULL);
+    }
+    funlockfile(f);
+    return st;
+}
+
+/* --------------------------------------------------------------- writing */
+
+gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char **buf, size_t *len)
+{
+    static const char *const tupl[5] = { "", "GRAYSCALE", "GRAYSCALE_ALPHA", "RGB", "RGB_ALPHA" };
+    int c = im->channels;
+    *buf = NULL;
+    *len = 0;
+    int ok = f == GIMG_FMT_PAM ? (c >= 1 && c <= 4 && im->sample != GIMG_F32)
+           : f == GIMG_FMT_PNM ? ((c == 1 || c == 3) && im->sample != GIMG_F32)
+           : f == GIMG_FMT_PFM ? ((c == 1 || c == 3) && im->sample == GIMG_F32)
+           : 0;
+    if (!ok)
+        return gimg_fail(GIMG_E_FORMAT, "%s cannot hold a %d-channel %d-bit image",
+                         gimg_format_name(f), c, (int)im->sample * 8);
+
+    char hdr[160];
+    int maxval = im->sample == GIMG_U16 ? 65535 : 255;
+    int hl;
+    if (f == GIMG_FMT_PNM)
+        hl = snprintf(hdr, sizeof hdr, "P%c\n%d %d\n%d\n", c == 1 ? '5' : '6', im->width,
+                      im->height, maxval);
+    else if (f == GIMG_FMT_PAM)
+        hl = snprintf(hdr, sizeof hdr,
+                      "P7\nWIDTH %d\nHEIGHT %d\nDEPTH %d\nMAXVAL %d\nTUPLTYPE %s\nENDHDR\n",
+                      im->width, im->height, c, maxval, tupl[c]);
+    else
+        hl = snprintf(hdr, sizeof hdr, "P%c\n%d %d\n-1.0\n", c == 1 ? 'f' : 'F', im->width,
+                      im->height);
+
+    size_t n = (size_t)im->width * (size_t)c;   /* samples per row */
+    size_t row = n * (size_t)im->sample, data, total;
+    if (__builtin_mul_overflow(row, (size_t)im->height, &data) ||
+        __builtin_add_overflow(data, (size_t)hl, &total))
+        return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
+    unsigned char *out = malloc(total);
+    if (!out)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
+    memcpy(out, hdr, (size_t)hl);
+    unsigned char *o = out + hl;
+    for (int i = 0; i < im->height; i++, o += row) {
+        /* PFM stores the bottom row first. */
+        int y = f == GIMG_FMT_PFM ? im->height - 1 - i : i;
+        const unsigned char *in = gimg_row(im, y);
+        if (im->sample == GIMG_U8) {
+            memcpy(o, in, row);
+        } else if (im->sample == GIMG_U16) {
+            const uint16_t *s16 = (const uint16_t *)in;
+            for (size_t k = 0; k < n; k++) {
+                o[2 * k] = (unsigned char)(s16[k] >> 8);
+                o[2 * k + 1] = (unsigned char)s16[k];
+            }
+        } else if (HOST_LITTLE_ENDIAN) {
+            memcpy(o, in, row);
+        } else {
+            for (size_t k = 0; k < n; k++)
+                for (int b = 0; b < 4; b++)
+                    o[4 * k + (size_t)b] = in[4 * k + 3 - (size_t)b];
+        }
+    }
+    *buf = out;
+    *len = total;
+    return GIMG_OK;
+}

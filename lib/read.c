@@ -1,0 +1,204 @@
+/* read.c — reading files and decoding images (stb_image and pnm.c). */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stb_image.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The largest input gimg_slurp() accepts: generous for any image within the
+ * pixel limit (64 bytes a pixel covers plain-text PAM with 4 16-bit samples
+ * and room to spare, plus 64 MiB for metadata), yet it stops an endless
+ * stream such as /dev/zero before it exhausts memory. */
+static size_t max_input_bytes(void)
+{
+    uint64_t px = gimg_max_pixels(), lim;
+    if (__builtin_mul_overflow(px, (uint64_t)64, &lim) ||
+        __builtin_add_overflow(lim, (uint64_t)64 << 20, &lim) || lim > (uint64_t)SIZE_MAX / 2)
+        return SIZE_MAX / 2;
+    return (size_t)lim;
+}
+
+gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int is_stdin = strcmp(path, "-") == 0;
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
+
+    size_t limit = max_input_bytes(), cap = 1 << 16, n = 0;
+    struct stat st;
+    gimg_status res = GIMG_OK;
+    unsigned char *b = NULL;
+    if (fstat(fd, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            res = gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
+            goto out;
+        }
+        if (S_ISREG(st.st_mode) && st.st_size > 0) {
+            if ((uint64_t)st.st_size > limit) {
+                res = gimg_fail(GIMG_E_LIMIT, "file of %lld bytes is over the input limit of %zu",
+                                (long long)st.st_size, limit);
+                goto out;
+            }
+            /* One spare byte, so that EOF is seen without growing. */
+            cap = (size_t)st.st_size + 1;
+        }
+    }
+    if (!(b = malloc(cap))) {
+        res = gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", cap);
+        goto out;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap >= limit) {
+                res = gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
+                goto out;
+            }
+            size_t ncap = cap > limit / 2 ? limit : cap * 2;
+            unsigned char *nb = realloc(b, ncap);
+            if (!nb) {
+                res = gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", ncap);
+                goto out;
+            }
+            b = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            res = gimg_fail(GIMG_E_IO, "read error: %s", strerror(errno));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n == 0)
+        res = gimg_fail(GIMG_E_FORMAT, "empty file");
+out:
+    if (!is_stdin)
+        close(fd);
+    if (res) {
+        free(b);
+        return res;
+    }
+    *buf = b;
+    *len = n;
+    return GIMG_OK;
+}
+
+static const char *stb_format_name(gimg_format f)
+{
+    switch (f) {
+    case GIMG_FMT_PNG: return "PNG";
+    case GIMG_FMT_JPEG: return "JPEG";
+    case GIMG_FMT_BMP: return "BMP";
+    case GIMG_FMT_TGA: return "TGA";
+    case GIMG_FMT_HDR: return "HDR";
+    default: return "image";
+    }
+}
+
+/* Only the header matters to stb's probes, so capping a >2 GiB buffer at
+ * INT_MAX for them is harmless; decoding such a buffer is refused. */
+static int stb_len(size_t len)
+{
+    return len > INT_MAX ? INT_MAX : (int)len;
+}
+
+gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!buf || len == 0)
+        return gimg_fail(GIMG_E_FORMAT, "empty file");
+    gimg_format f = gimg_format_sniff(buf, len);
+    if (f == GIMG_FMT_UNKNOWN) {
+        const char *name = gimg_io_unsupported_format(buf, len);
+        if (name)
+            return gimg_fail(GIMG_E_FORMAT, "%s format not supported", name);
+        return gimg_fail(GIMG_E_FORMAT, "unrecognised image format");
+    }
+    if (f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM)
+        return gimg_pnm_probe(buf, len, info);
+
+    int w, h, c, n = stb_len(len);
+    if (!stbi_info_from_memory(buf, n, &w, &h, &c))
+        return gimg_fail(GIMG_E_FORMAT, "invalid %s header (%s)", stb_format_name(f),
+                         stbi_failure_reason());
+    info->format = f;
+    info->width = w;
+    info->height = h;
+    info->channels = c;
+    info->sample = f == GIMG_FMT_HDR && stbi_is_hdr_from_memory(buf, n) ? GIMG_F32
+                 : stbi_is_16_bit_from_memory(buf, n)                  ? GIMG_U16
+                                                                       : GIMG_U8;
+    return GIMG_OK;
+}
+
+gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    gimg_info info;
+    gimg_status st = gimg_probe_memory(buf, len, &info);
+    if (st)
+        return st;
+    if (info.format == GIMG_FMT_PNM || info.format == GIMG_FMT_PAM || info.format == GIMG_FMT_PFM)
+        return gimg_pnm_decode(buf, len, out);
+    /* The limits are judged from the header, before stb allocates anything. */
+    if ((st = gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, NULL)))
+        return st;
+    if (len > INT_MAX)
+        return gimg_fail(GIMG_E_LIMIT, "%s file of %zu bytes is too large for the decoder",
+                         stb_format_name(info.format), len);
+
+    int w = 0, h = 0, c = 0;
+    void *px;
+    if (info.sample == GIMG_F32)
+        px = stbi_loadf_from_memory(buf, (int)len, &w, &h, &c, 0);
+    else if (info.sample == GIMG_U16)
+        px = stbi_load_16_from_memory(buf, (int)len, &w, &h, &c, 0);
+    else
+        px = stbi_load_from_memory(buf, (int)len, &w, &h, &c, 0);
+    if (!px) {
+        const char *why = stbi_failure_reason();
+        if (why && strcmp(why, "outofmem") == 0)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory decoding %s", stb_format_name(info.format));
+        return gimg_fail(GIMG_E_FORMAT, "corrupt or unsupported %s file (%s)",
+                         stb_format_name(info.format), why ? why : "unknown error");
+    }
+    size_t row;
+    if ((st = gimg_check_size(w, h, c, info.sample, &row, NULL))) {
+        free(px);
+        return st;
+    }
+    /* stb_impl.c makes stb allocate like gimg_image_alloc() (64-byte
+     * aligned, released by free()), so the image adopts stb's buffer. */
+    out->width = w;
+    out->height = h;
+    out->channels = c;
+    out->sample = info.sample;
+    out->stride_bytes = row;
+    out->data = px;
+    return GIMG_OK;
+}
+
+gimg_status gimg_read(const char *path, gimg_image *out)
+{
+    unsigned char *buf;
+    size_t len;
+    memset(out, 0, sizeof *out);
+    gimg_status st = gimg_slurp(path, &buf, &len);
+    if (st)
+        return st;
+    st = gimg_decode_memory(buf, len, out);
+    free(buf);
+    return st;
+}

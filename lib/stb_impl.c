@@ -1,0 +1,122 @@
+/*
+ * stb_impl.c — the one translation unit that compiles stb_image and
+ * stb_image_write (Debian's libstb-dev headers), configured for libgimg:
+ *
+ *  - Only the formats we route to stb are compiled in. GIF, PSD and PIC are
+ *    out because we do not support them (format.c names them in its error),
+ *    PNM because pnm.c reads it with full maxval, PAM and PFM support.
+ *  - stb_image allocates with 64-byte alignment, like gimg_image_alloc(), so
+ *    read.c can adopt a decoded buffer as an image's pixels without a copy
+ *    and gimg_image_free() (plain free()) releases it.
+ *  - stb_image_write's PNG writer compresses with libdeflate, which is both
+ *    much faster and much tighter than stb's own deflate, at a per-thread
+ *    level (gimg_io_png_level).
+ */
+#include "io_internal.h"
+
+#include <libdeflate.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Thread_local int gimg_io_png_level = GIMG_DEFAULT_PNG_LEVEL;
+
+/* -------------------------------------------------- stb_image allocation */
+
+static void *aligned_malloc(size_t size)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? size : 1) != 0)
+        return NULL;
+    return p;
+}
+
+/* realloc() would not keep the 64-byte alignment, so grow by copying. stb
+ * grows its buffers geometrically, which keeps the copies amortised O(n). */
+static void *aligned_realloc_sized(void *old, size_t old_size, size_t new_size)
+{
+    void *p = aligned_malloc(new_size);
+    if (!p)
+        return NULL;
+    if (old) {
+        memcpy(p, old, old_size < new_size ? old_size : new_size);
+        free(old);
+    }
+    return p;
+}
+
+/* ------------------------------------------- stb_image_write compression */
+
+static unsigned char *deflate_for_stb(unsigned char *data, int data_len, int *out_len,
+                                      int quality)
+{
+    (void)quality; /* stb passes its global level; ours is per thread */
+    if (data_len < 0)
+        return NULL;
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(gimg_io_png_level);
+    if (!c)
+        return NULL;
+    size_t bound = libdeflate_zlib_compress_bound(c, (size_t)data_len);
+    unsigned char *out = NULL;
+    size_t n = 0;
+    /* stb keeps the compressed size in an int. */
+    if (bound <= (size_t)0x7fffffff && (out = malloc(bound)) != NULL)
+        n = libdeflate_zlib_compress(c, data, (size_t)data_len, out, bound);
+    libdeflate_free_compressor(c);
+    if (n == 0) {
+        free(out);
+        return NULL;
+    }
+    *out_len = (int)n;
+    return out;
+}
+
+static unsigned int crc32_for_stb(const unsigned char *buf, int len)
+{
+    return (unsigned int)libdeflate_crc32(0, buf, len > 0 ? (size_t)len : 0);
+}
+
+/* ---------------------------------------------------------------- stb */
+
+#define STBI_NO_GIF
+#define STBI_NO_PSD
+#define STBI_NO_PIC
+#define STBI_NO_PNM
+#define STBI_NO_STDIO
+#define STBI_MAX_DIMENSIONS GIMG_MAX_DIMENSION
+#define STBI_MALLOC(sz) aligned_malloc(sz)
+#define STBI_REALLOC_SIZED(p, oldsz, newsz) aligned_realloc_sized((p), (oldsz), (newsz))
+#define STBI_FREE(p) free(p)
+#define STB_IMAGE_IMPLEMENTATION
+
+/* Not STBI_WRITE_NO_STDIO: in this stb_image_write it also removes the HDR
+ * writer, callback variant included. */
+#define STBIW_MALLOC(sz) malloc(sz)
+#define STBIW_REALLOC(p, newsz) realloc((p), (newsz))
+#define STBIW_FREE(p) free(p)
+#define STBIW_ZLIB_COMPRESS deflate_for_stb
+#define STBIW_CRC32(buf, len) crc32_for_stb((buf), (len))
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+
+/* stb is third-party code: keep its warnings out of our -Wall -Wextra build
+ * even when STB_INCLUDE is given with -I rather than -isystem. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wmisleading-indentation"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#pragma GCC diagnostic ignored "-Wcast-qual"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#pragma GCC diagnostic ignored "-Wfloat-conversion"
+#include <stb_image.h>
+#include <stb_image_write.h>
+#pragma GCC diagnostic pop

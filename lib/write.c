@@ -1,0 +1,492 @@
+/*
+ * write.c — encoding images and writing files atomically.
+ *
+ * Conversions gimg_encode() makes where a format cannot hold the layout
+ * (16 -> 8 bit: round(v / 257); float -> 8 bit: round(clamp(v, 0, 1) * 255);
+ * float -> 16 bit: round(clamp(v, 0, 1) * 65535); 8/16 bit -> float: v / 255
+ * or v / 65535; NaN counts as 0):
+ *   PNG  1-4 channels, 8 or 16 bit; float becomes 16-bit.
+ *   JPEG 8-bit; alpha dropped. stb writes YCbCr, so gray reads back as RGB.
+ *   BMP  8-bit; 1 and 3 channels as 24-bit RGB (gray reads back as RGB),
+ *        4 as 32-bit with alpha; a gray+alpha image loses its alpha.
+ *   TGA  8-bit, 1-4 channels.
+ *   HDR  float (Radiance RGBE); alpha dropped; gray reads back as RGB.
+ *   PNM  P5/P6, 8 or 16 bit; alpha dropped; float becomes 16-bit.
+ *   PAM  P7, 1-4 channels, 8 or 16 bit; float becomes 16-bit.
+ *   PFM  float; alpha dropped.
+ */
+#include "io_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stb_image_write.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void gimg_write_opts_init(gimg_write_opts *o)
+{
+    o->format = GIMG_FMT_UNKNOWN;
+    o->jpeg_quality = GIMG_DEFAULT_JPEG_QUALITY;
+    o->png_level = GIMG_DEFAULT_PNG_LEVEL;
+}
+
+gimg_format gimg_output_format(const char *path, const gimg_write_opts *o, const gimg_image *im)
+{
+    if (o && o->format != GIMG_FMT_UNKNOWN)
+        return o->format;
+    if (path && strcmp(path, "-") != 0) {
+        gimg_format f = gimg_format_from_path(path);
+        if (f != GIMG_FMT_UNKNOWN)
+            return f;
+    }
+    return im && (im->channels == 2 || im->channels == 4) ? GIMG_FMT_PAM : GIMG_FMT_PNM;
+}
+
+/* --------------------------------------------------------- conversions */
+
+static inline uint8_t f32_to_u8(float v)
+{
+    if (!(v > 0.0f))   /* also NaN */
+        return 0;
+    if (v >= 1.0f)
+        return 255;
+    return (uint8_t)(v * 255.0f + 0.5f);
+}
+
+static inline uint16_t f32_to_u16(float v)
+{
+    if (!(v > 0.0f))
+        return 0;
+    if (v >= 1.0f)
+        return 65535;
+    return (uint16_t)(v * 65535.0f + 0.5f);
+}
+
+/* Applies EXPR (which converts in sample i to out sample o) over every
+ * kept sample; the conversion is chosen once, outside the loops. */
+#define CONVERT_LOOP(IN_T, OUT_T, EXPR)                                          \
+    for (int y = 0; y < im->height; y++) {                                       \
+        const IN_T *in = (const IN_T *)gimg_row(im, y);                          \
+        OUT_T *out = (OUT_T *)gimg_row(view, y);                                 \
+        for (size_t x = 0, i = 0, o = 0; x < (size_t)im->width; x++, i += skip)  \
+            for (int c = 0; c < channels; c++, i++, o++)                         \
+                out[o] = (EXPR);                                                 \
+    }
+
+/* *view gets im with `channels` channels (the same, or alpha dropped) and
+ * `sample` samples; tightly packed if `tight` (stb's writers take no
+ * stride). When nothing needs to change it shares im's pixels and *owned
+ * is 0; otherwise the caller frees it. */
+static gimg_status convert(const gimg_image *im, int channels, gimg_sample sample, int tight,
+                           gimg_image *view, int *owned)
+{
+    size_t row = (size_t)im->width * gimg_pixel_bytes(im);
+    *owned = 0;
+    if (channels == im->channels && sample == im->sample && (!tight || im->stride_bytes == row)) {
+        *view = *im;
+        return GIMG_OK;
+    }
+    gimg_status st = gimg_image_alloc(view, im->width, im->height, channels, sample);
+    if (st)
+        return st;
+    *owned = 1;
+    size_t skip = (size_t)(im->channels - channels);  /* dropped alpha */
+    gimg_sample from = im->sample;
+    if (from == GIMG_U8 && sample == GIMG_U8) {
+        CONVERT_LOOP(uint8_t, uint8_t, in[i])
+    } else if (from == GIMG_U8 && sample == GIMG_U16) {
+        CONVERT_LOOP(uint8_t, uint16_t, (uint16_t)(in[i] * 257u))
+    } else if (from == GIMG_U8) {
+        CONVERT_LOOP(uint8_t, float, in[i] / 255.0f)
+    } else if (from == GIMG_U16 && sample == GIMG_U8) {
+        CONVERT_LOOP(uint16_t, uint8_t, (uint8_t)((in[i] + 128u) / 257u))
+    } else if (from == GIMG_U16 && sample == GIMG_U16) {
+        CONVERT_LOOP(uint16_t, uint16_t, in[i])
+    } else if (from == GIMG_U16) {
+        CONVERT_LOOP(uint16_t, float, in[i] / 65535.0f)
+    } else if (sample == GIMG_U8) {
+        CONVERT_LOOP(float, uint8_t, f32_to_u8(in[i]))
+    } else if (sample == GIMG_U16) {
+        CONVERT_LOOP(float, uint16_t, f32_to_u16(in[i]))
+    } else {
+        CONVERT_LOOP(float, float, in[i])
+    }
+    return GIMG_OK;
+}
+
+/* ---------------------------------------------------------- encoding */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int failed;
+} membuf;
+
+/* stb_image_write's output callback: it cannot report failure, so a failed
+ * allocation is remembered and reported after stb returns. */
+static void membuf_put(void *ctx, void *data, int size)
+{
+    membuf *m = ctx;
+    if (m->failed || size <= 0)
+        return;
+    size_t n = (size_t)size;
+    if (m->cap - m->len < n) {
+        size_t ncap = m->cap ? m->cap : 4096;
+        while (ncap - m->len < n) {
+            if (ncap > SIZE_MAX / 2) {
+                m->failed = 1;
+                return;
+            }
+            ncap *= 2;
+        }
+        unsigned char *np = realloc(m->p, ncap);
+        if (!np) {
+            m->failed = 1;
+            return;
+        }
+        m->p = np;
+        m->cap = ncap;
+    }
+    memcpy(m->p + m->len, data, n);
+    m->len += n;
+}
+
+static int alpha_dropped(int c)
+{
+    return c == 2 ? 1 : c == 4 ? 3 : c;
+}
+
+static gimg_status check_image(const gimg_image *im)
+{
+    if (!im || !im->data || im->width < 1 || im->height < 1 || im->width > GIMG_MAX_DIMENSION ||
+        im->height > GIMG_MAX_DIMENSION || im->channels < 1 || im->channels > 4 ||
+        (im->sample != GIMG_U8 && im->sample != GIMG_U16 && im->sample != GIMG_F32) ||
+        im->stride_bytes < (size_t)im->width * gimg_pixel_bytes(im))
+        return gimg_fail(GIMG_E_FORMAT, "invalid image to encode");
+    return GIMG_OK;
+}
+
+/* stb_image_write indexes pixels and sizes files with int. */
+static int fits_stb(const gimg_image *im, int channels, gimg_sample sample)
+{
+    uint64_t row = (uint64_t)im->width * (uint64_t)channels * (uint64_t)sample;
+    return row <= (1u << 23) && (row + 1) * (uint64_t)im->height <= INT_MAX / 2;
+}
+
+static gimg_status encode_stb(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
+                              unsigned char **buf, size_t *len)
+{
+    int c = im->channels;
+    gimg_sample sample = GIMG_U8;
+    switch (f) {
+    case GIMG_FMT_JPEG: c = alpha_dropped(c); break;
+    case GIMG_FMT_BMP: c = c == 2 ? 1 : c; break;
+    case GIMG_FMT_TGA: break;
+    default: c = alpha_dropped(c); sample = GIMG_F32; break; /* HDR */
+    }
+    if (!fits_stb(im, c, sample))
+        return gimg_fail(GIMG_E_LIMIT, "image %dx%d is too large for the %s writer", im->width,
+                         im->height, gimg_format_name(f));
+    gimg_image v;
+    int owned;
+    gimg_status st = convert(im, c, sample, 1, &v, &owned);
+    if (st)
+        return st;
+    membuf m = { 0 };
+    int ok;
+    switch (f) {
+    case GIMG_FMT_JPEG:
+        ok = stbi_write_jpg_to_func(membuf_put, &m, v.width, v.height, c, v.data, o->jpeg_quality);
+        break;
+    case GIMG_FMT_BMP:
+        ok = stbi_write_bmp_to_func(membuf_put, &m, v.width, v.height, c, v.data);
+        break;
+    case GIMG_FMT_TGA:
+        ok = stbi_write_tga_to_func(membuf_put, &m, v.width, v.height, c, v.data);
+        break;
+    default:
+        ok = stbi_write_hdr_to_func(membuf_put, &m, v.width, v.height, c, (const float *)v.data);
+        break;
+    }
+    if (owned)
+        gimg_image_free(&v);
+    if (!ok || m.failed) {
+        free(m.p);
+        /* stb fails only for lack of memory once its inputs are valid. */
+        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding %s", gimg_format_name(f));
+    }
+    *buf = m.p;
+    *len = m.len;
+    return GIMG_OK;
+}
+
+gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
+                        unsigned char **buf, size_t *len)
+{
+    gimg_write_opts defaults;
+    *buf = NULL;
+    *len = 0;
+    if (!o) {
+        gimg_write_opts_init(&defaults);
+        o = &defaults;
+    }
+    gimg_status st = check_image(im);
+    if (st)
+        return st;
+    if (o->jpeg_quality < 1 || o->jpeg_quality > 100)
+        return gimg_fail(GIMG_E_USAGE, "JPEG quality %d is not in 1..100", o->jpeg_quality);
+    if (o->png_level < 0 || o->png_level > 12)
+        return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", o->png_level);
+
+    gimg_image v;
+    int owned = 0;
+    switch (f) {
+    case GIMG_FMT_PNG:
+        /* png.c, not stb: see there why. Float is written as 16-bit. */
+        if ((st = convert(im, im->channels, im->sample == GIMG_U8 ? GIMG_U8 : GIMG_U16, 0, &v,
+                          &owned)))
+            return st;
+        st = gimg_png_encode(&v, o->png_level, buf, len);
+        break;
+    case GIMG_FMT_JPEG:
+    case GIMG_FMT_BMP:
+    case GIMG_FMT_TGA:
+    case GIMG_FMT_HDR:
+        return encode_stb(im, f, o, buf, len);
+    case GIMG_FMT_PNM:
+    case GIMG_FMT_PAM:
+    case GIMG_FMT_PFM: {
+        int c = f == GIMG_FMT_PAM ? im->channels : alpha_dropped(im->channels);
+        gimg_sample s = f == GIMG_FMT_PFM ? GIMG_F32 : im->sample == GIMG_U8 ? GIMG_U8 : GIMG_U16;
+        if ((st = convert(im, c, s, 0, &v, &owned)))
+            return st;
+        st = gimg_pnm_encode(&v, f, buf, len);
+        break;
+    }
+    default:
+        return gimg_fail(GIMG_E_USAGE, "no output format given");
+    }
+    if (owned)
+        gimg_image_free(&v);
+    return st;
+}
+
+/* -------------------------------------------- pending temporary files */
+
+/* A fixed table, because the signal handler may only read memory it can
+ * trust mid-update: a slot's path is complete before its state says so. */
+#define MAX_PENDING 64
+enum { SLOT_FREE, SLOT_FILLING, SLOT_ACTIVE };
+static struct {
+    atomic_int state;
+    char path[PATH_MAX];
+} pending[MAX_PENDING];
+
+int gimg_io_register_temp(const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= PATH_MAX)
+        return -1;
+    for (int i = 0; i < MAX_PENDING; i++) {
+        int expected = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&pending[i].state, &expected, SLOT_FILLING)) {
+            memcpy(pending[i].path, path, n + 1);
+            atomic_store(&pending[i].state, SLOT_ACTIVE);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void gimg_io_unregister_temp(int slot)
+{
+    if (slot >= 0 && slot < MAX_PENDING)
+        atomic_store(&pending[slot].state, SLOT_FREE);
+}
+
+/* Async-signal-safe: lock-free atomic loads, unlink() and raise() only. The
+ * handler was installed with SA_RESETHAND | SA_NODEFER, so raise() now
+ * ends the process with the signal's default action and the parent sees
+ * the usual "killed by signal" status. */
+static void cleanup_handler(int sig)
+{
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (atomic_load(&pending[i].state) == SLOT_ACTIVE)
+            unlink(pending[i].path);
+    raise(sig);
+}
+
+void gimg_install_signal_cleanup(void)
+{
+    static const int sigs[] = { SIGINT, SIGTERM };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0)
+            continue;
+        /* A signal ignored at start (e.g. SIGINT for a background job) stays
+         * ignored; a handler the program set itself is left alone too. */
+        if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = cleanup_handler;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* ------------------------------------------------------------- writing */
+
+static gimg_status write_all(int fd, const unsigned char *buf, size_t len)
+{
+    while (len > 0) {
+        size_t chunk = len > ((size_t)1 << 30) ? (size_t)1 << 30 : len;
+        ssize_t w = write(fd, buf, chunk);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return GIMG_OK;
+}
+
+static gimg_status write_stdout(const unsigned char *buf, size_t len)
+{
+    if (len && fwrite(buf, 1, len, stdout) != len)
+        return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+    if (fflush(stdout) != 0)
+        return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+    return GIMG_OK;
+}
+
+/* Devices, FIFOs and sockets (e.g. /dev/stdout, /dev/null) are written in
+ * place: renaming a file over them would replace the device node. */
+static gimg_status write_in_place(const char *path, const unsigned char *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
+    gimg_status st = write_all(fd, buf, len);
+    if (close(fd) != 0 && !st)
+        st = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+    return st;
+}
+
+/* A hard-to-guess suffix: the name is created with O_EXCL, so a collision
+ * only costs a retry. */
+static void random_suffix(char out[7])
+{
+    static atomic_ulong counter;
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                 ((uint64_t)getpid() << 40) ^ (atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    for (int i = 0; i < 6; i++, z /= 62)
+        out[i] = digits[z % 62];
+    out[6] = '\0';
+}
+
+gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len)
+{
+    if (!path || !*path)
+        return gimg_fail(GIMG_E_USAGE, "empty output path");
+    if (strcmp(path, "-") == 0)
+        return write_stdout(buf, len);
+
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
+        if (!S_ISREG(st.st_mode))
+            return write_in_place(path, buf, len);
+    } else if (errno != ENOENT) {
+        return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
+    }
+
+    /* Through a symlink, replace the file it names and keep the link. */
+    char *real = NULL;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        real = realpath(path, NULL);
+    const char *target = real ? real : path;
+
+    /* The temporary lives beside the target so that rename() is atomic. */
+    const char *slash = strrchr(target, '/');
+    size_t dir_len = slash ? (size_t)(slash - target) + 1 : 0;
+    const char *base = target + dir_len;
+    size_t base_len = strlen(base);
+    if (base_len > 200)   /* keep ".BASE.gimg-XXXXXX" within NAME_MAX */
+        base_len = 200;
+    char tmp[PATH_MAX];
+    if (dir_len + base_len + 20 > sizeof tmp) {
+        free(real);
+        return gimg_fail(GIMG_E_IO, "%s", strerror(ENAMETOOLONG));
+    }
+
+    int fd = -1, slot = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        char sfx[7];
+        random_suffix(sfx);
+        snprintf(tmp, sizeof tmp, "%.*s.%.*s.gimg-%s", (int)dir_len, target, (int)base_len, base,
+                 sfx);
+        /* Registered before it exists, so that a signal on any thread at
+         * any moment from now on finds it. Mode 0666 lets the kernel apply
+         * the umask (and any default ACL), as for a file the shell creates. */
+        slot = gimg_io_register_temp(tmp);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            int e = errno;
+            gimg_io_unregister_temp(slot);
+            if (e != EEXIST) {
+                free(real);
+                return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(e));
+            }
+        }
+    }
+    if (fd < 0) {
+        free(real);
+        return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(EEXIST));
+    }
+
+    gimg_status res = write_all(fd, buf, len);
+    if (close(fd) != 0 && !res)
+        res = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+    if (!res && rename(tmp, target) != 0)
+        res = gimg_fail(GIMG_E_IO, "cannot replace the file: %s", strerror(errno));
+    if (res)
+        unlink(tmp);
+    gimg_io_unregister_temp(slot);
+    free(real);
+    return res;
+}
+
+gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_opts *o)
+{
+    gimg_write_opts defaults;
+    if (!o) {
+        gimg_write_opts_init(&defaults);
+        o = &defaults;
+    }
+    gimg_format f = gimg_output_format(path, o, im);
+    unsigned char *buf;
+    size_t len;
+    gimg_status st = gimg_encode(im, f, o, &buf, &len);
+    if (st)
+        return st;
+    st = gimg_write_file(path, buf, len);
+    free(buf);
+    return st;
+}

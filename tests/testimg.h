@@ -1,0 +1,48 @@
+/*
+ * testimg.h — seeded test images shared by the test programs and benchmarks.
+ * The same seed gives the same image on every machine (splitmix64).
+ */
+#ifndef GIMG_TESTIMG_H
+#define GIMG_TESTIMG_H
+
+#include "gimg.h"
+
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static inline uint64_t testimg_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Fills every sample of im with seeded random values over the sample type's
+ * whole range ([0,1) for float). Row padding, if any, is left alone. */
+static inline void testimg_fill_random(gimg_image *im, uint64_t seed)
+{
+    uint64_t state = seed;
+    size_t n = (size_t)im->width * (size_t)im->channels;
+    for (int y = 0; y < im->height; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = testimg_next(&state);
+            if (im->sample == GIMG_U8)
+                row[i] = (unsigned char)r;
+            else if (im->sample == GIMG_U16)
+                ((uint16_t *)row)[i] = (uint16_t)r;
+            else
+                ((float *)row)[i] = (float)(r >> 40) / (float)(1u << 24);
+        }
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
