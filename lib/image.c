@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static _Atomic uint64_t g_max_pixels = GIMG_DEFAULT_MAX_PIXELS;
 
@@ -51,10 +52,18 @@ gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels
     gimg_status st = gimg_check_size(width, height, channels, sample, &row, &total);
     if (st)
         return st;
-    /* 64-byte alignment keeps rows friendly to vector loads and DMA. */
+    /* 64-byte alignment keeps rows friendly to vector loads and DMA. Large
+     * images get 2 MiB alignment and transparent huge pages: a transpose
+     * touches a new row (a new 4 KiB page) at every pixel, and huge pages
+     * keep those accesses within the TLB. */
+    const size_t huge = (size_t)2 << 20;
     void *p = NULL;
-    if (posix_memalign(&p, 64, total ? total : 1) != 0)
+    if (posix_memalign(&p, total >= huge ? huge : 64, total ? total : 1) != 0)
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
+#ifdef MADV_HUGEPAGE
+    if (total >= huge)
+        madvise(p, (total + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
+#endif
     im->width = width;
     im->height = height;
     im->channels = channels;

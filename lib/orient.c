@@ -62,59 +62,76 @@ gimg_status gimg_orient_alloc_output(const gimg_image *in, gimg_orient_op op, gi
                             p.transpose ? in->width : in->height, in->channels, in->sample);
 }
 
-/* Copies one pixel of a size known at compile time, so memcpy becomes moves. */
-#define COPY_PIXEL_CASES(E_, dst, src)                                                \
-    switch (E_) {                                                                     \
-    case 1: memcpy(dst, src, 1); break;                                               \
-    case 2: memcpy(dst, src, 2); break;                                               \
-    case 3: memcpy(dst, src, 3); break;                                               \
-    case 4: memcpy(dst, src, 4); break;                                               \
-    case 6: memcpy(dst, src, 6); break;                                               \
-    case 8: memcpy(dst, src, 8); break;                                               \
-    case 12: memcpy(dst, src, 12); break;                                             \
-    default: memcpy(dst, src, 16); break;                                             \
+enum { BLOCK = 16 };
+
+/*
+ * One function per pixel size, so that each pixel moves as a fixed-size
+ * memcpy (a register move) and the loops carry no switch:
+ *   transpose_block_E: out(r, c) = in(src_row(c), src_col(r)) over a block
+ *                      of output rows [r0, r1) and columns [c0, c1);
+ *   mirror_row_E:      one output row, the source row read backwards.
+ */
+#define ORIENT_FUNCS(E)                                                                   \
+    static void transpose_block_##E(const gimg_image *in, gimg_image *out,               \
+                                    gimg_orient_plan p, int r0, int r1, int c0, int c1)  \
+    {                                                                                     \
+        const int W = in->width, H = in->height;                                          \
+        const ptrdiff_t step = p.rev_rows ? -(ptrdiff_t)in->stride_bytes                  \
+                                          : (ptrdiff_t)in->stride_bytes;                  \
+        for (int r = r0; r < r1; r++) {                                                   \
+            unsigned char *dst = gimg_row(out, r) + (size_t)c0 * E;                       \
+            const unsigned char *src = gimg_row(in, p.rev_rows ? H - 1 - c0 : c0) +       \
+                                       (size_t)(p.rev_cols ? W - 1 - r : r) * E;          \
+            for (int c = c0; c < c1; c++, dst += E, src += step)                          \
+                memcpy(dst, src, E);                                                      \
+        }                                                                                 \
+    }                                                                                     \
+    static void mirror_row_##E(const unsigned char *src, unsigned char *dst, int width)   \
+    {                                                                                     \
+        src += (size_t)(width - 1) * E;                                                   \
+        for (int c = 0; c < width; c++, dst += E, src -= E)                               \
+            memcpy(dst, src, E);                                                          \
     }
+ORIENT_FUNCS(1)
+ORIENT_FUNCS(2)
+ORIENT_FUNCS(3)
+ORIENT_FUNCS(4)
+ORIENT_FUNCS(6)
+ORIENT_FUNCS(8)
+ORIENT_FUNCS(12)
+ORIENT_FUNCS(16)
 
-enum { BLOCK = 64 };
+typedef void (*transpose_fn)(const gimg_image *, gimg_image *, gimg_orient_plan, int, int, int,
+                             int);
+typedef void (*mirror_fn)(const unsigned char *, unsigned char *, int);
 
-/* out(r, c) = in(src_row(c), src_col(r)) for a block of output rows and columns. */
-static void transpose_block(const gimg_image *in, gimg_image *out, gimg_orient_plan p,
-                            int r0, int r1, int c0, int c1)
+static void pick(size_t pixel_bytes, transpose_fn *t, mirror_fn *m)
 {
-    const size_t E = gimg_pixel_bytes(in);
-    const int W = in->width, H = in->height;
-    for (int r = r0; r < r1; r++) {
-        unsigned char *dst = gimg_row(out, r) + (size_t)c0 * E;
-        const size_t sc = (size_t)(p.rev_cols ? W - 1 - r : r) * E;
-        for (int c = c0; c < c1; c++, dst += E) {
-            const unsigned char *src = gimg_row(in, p.rev_rows ? H - 1 - c : c) + sc;
-            COPY_PIXEL_CASES(E, dst, src);
-        }
+#define PICK(E) case E: *t = transpose_block_##E; *m = mirror_row_##E; return;
+    switch (pixel_bytes) {
+    PICK(1) PICK(2) PICK(3) PICK(4) PICK(6) PICK(8) PICK(12)
+    default: PICK(16)
     }
-}
-
-static void copy_row(const gimg_image *in, gimg_image *out, gimg_orient_plan p, int r)
-{
-    const size_t E = gimg_pixel_bytes(in);
-    const unsigned char *src = gimg_row(in, p.rev_rows ? in->height - 1 - r : r);
-    unsigned char *dst = gimg_row(out, r);
-    if (!p.rev_cols) {
-        memcpy(dst, src, (size_t)in->width * E);
-        return;
-    }
-    src += (size_t)(in->width - 1) * E;
-    for (int c = 0; c < in->width; c++, dst += E, src -= E)
-        COPY_PIXEL_CASES(E, dst, src);
+#undef PICK
 }
 
 void gimg_orient_cpu_into(const gimg_image *in, gimg_orient_op op, gimg_image *out)
 {
     gimg_orient_plan p = gimg_orient_plan_of(op);
     const int OH = out->height, OW = out->width;
+    const size_t row_bytes = (size_t)in->width * gimg_pixel_bytes(in);
+    transpose_fn transpose_block;
+    mirror_fn mirror_row;
+    pick(gimg_pixel_bytes(in), &transpose_block, &mirror_row);
     if (!p.transpose) {
         #pragma omp parallel for schedule(static) if ((size_t)OH * OW > 65536)
-        for (int r = 0; r < OH; r++)
-            copy_row(in, out, p, r);
+        for (int r = 0; r < OH; r++) {
+            const unsigned char *src = gimg_row(in, p.rev_rows ? in->height - 1 - r : r);
+            if (p.rev_cols)
+                mirror_row(src, gimg_row(out, r), in->width);
+            else
+                memcpy(gimg_row(out, r), src, row_bytes);
+        }
         return;
     }
     const int row_blocks = (OH + BLOCK - 1) / BLOCK, col_blocks = (OW + BLOCK - 1) / BLOCK;

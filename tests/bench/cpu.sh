@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/bench/cpu.sh — the CPU backend against the fastest CPU peer, on this
+# machine: `gtranspose --device cpu --op rot90` against `vips rot ... d90`
+# on a 4096x4096 RGB PPM, PPM to PPM, whole commands (decode, work, encode).
+# Checks that both give the same image, then prints the median of 9 runs.
+# Skipped when vips is not installed.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-bin}
+BUILD=${BUILD:-build}
+if ! command -v vips >/dev/null; then
+    echo "bench-cpu: vips not installed: skipped"
+    exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$BUILD"/tests/gen --seed 3 4096 4096 3 8 "$tmp/in.ppm" || exit 1
+
+# Median wall time in ms of a command over 9 runs, after one warm-up.
+median_ms() {
+    local times=() t0 t1
+    "$@" || return 1
+    for _ in 1 2 3 4 5 6 7 8 9; do
+        t0=$(date +%s%N); "$@"; t1=$(date +%s%N)
+        times+=($(((t1 - t0) / 1000000)))
+    done
+    printf '%s\n' "${times[@]}" | sort -n | sed -n 5p
+}
+
+ours=$(median_ms "$BIN"/gtranspose --device cpu --op rot90 "$tmp/in.ppm" "$tmp/ours.ppm") || exit 1
+peer=$(median_ms vips rot "$tmp/in.ppm" "$tmp/vips.ppm" d90) || exit 1
+if ! "$BUILD"/tests/imgcmp "$tmp/ours.ppm" "$tmp/vips.ppm"; then
+    echo "bench-cpu: gtranspose and vips disagree on rot90"
+    exit 1
+fi
+echo "CPU ($(nproc) cores): rot90 of a 4096x4096 RGB PPM, PPM to PPM, median of 9"
+printf '  gtranspose --device cpu  %6d ms\n  vips rot d90             %6d ms\n' "$ours" "$peer"
+awk -v a="$ours" -v b="$peer" 'BEGIN { printf "  gtranspose is %.2fx the speed of vips\n", b / (a > 0 ? a : 1) }'
