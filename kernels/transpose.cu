@@ -9,34 +9,46 @@
  *
  * Work: no arithmetic; every byte is read once and written once, so an
  * image of N bytes moves 2N bytes and the ceiling is a device-to-device
- * copy of N bytes (about 3.0 TB/s counting both directions on an H100,
- * 4.2 TB/s on an H200). Target: >= 85% of that copy for every pixel size.
+ * copy of N bytes (about 2.9 TB/s counting both directions on an H100,
+ * 4.2 TB/s on an H200). Target: >= 85% of that copy for every pixel size
+ * and op. Measured on an H100 at 8192x8192 (make bench): 0.86-1.01 of the
+ * copy; nppiTranspose reaches 0.20 (gray8) to 0.83 (RGBA16) of it.
  *
  * Why it is written this way
  *  - Every op is "maybe transpose, then read the source's rows and/or
  *    columns backwards" (lib/orient_internal.h). One kernel template serves
  *    all eight; the transpose is a compile-time choice, the reversals are
  *    run-time flags (a select per index, not worth a template).
- *  - Tiles are anchored in the OUTPUT, so every global store is an aligned
- *    16-byte word and a warp writes whole 32-byte sectors of output rows.
- *    The source block of a tile then starts at any column (a reversed or
+ *  - A block stages one tile through shared memory. Tiles are anchored in
+ *    the OUTPUT, so every global store is an aligned 16-byte word and
+ *    consecutive lanes write consecutive words: a warp writes whole sectors.
+ *    The tile's source block then starts at any column (a reversed or
  *    transposed index); it is read as the aligned 16-byte words that cover
  *    it (one extra word per row at most) and the misalignment, `shift`, is
  *    applied when reading shared memory.
- *  - Pixels of 3, 6 and 12 bytes do not divide a 16-byte word, so an output
- *    word is assembled from "units" of U = gcd(E, 16) bytes gathered from
- *    shared memory: bytes for E = 1 and 3, halves for 2 and 6, words for 4
- *    and 12, 8 and 16 bytes for E = 8 and 16. The shared tile is the
- *    staging buffer that makes both the global loads and the global stores
- *    16 bytes wide and coalesced, whatever E is.
- *  - Shared rows are padded (shape_of) so that the column-wise gathers of a
- *    warp spread over the banks; the 16-byte words coming from global
- *    memory are stored as four 4-byte words for that reason (a 16-byte
- *    store would need 16-byte aligned rows, which the padding breaks).
- *  - Tiles hold 4-16 KB: each of the 256 threads has one to four 16-byte
- *    loads in flight and eight blocks fit on a multiprocessor.
- *  - Border tiles take the same path: a partial tile clamps its indices and
- *    its last word may spill into the row's pitch padding, never beyond.
+ *  - An output word is gathered from shared memory in units of
+ *    U = gcd(E, 16) bytes (at most 4 in the spread layout below). Where E
+ *    divides 16 the units are at compile-time offsets. Pixels of 3, 6 and
+ *    12 bytes straddle words, and the phase of a word (16w mod E) differs
+ *    from lane to lane; branching on it made warps diverge (RGB8 at 0.46 of
+ *    the copy), and giving each thread a whole group of words made its
+ *    stores half-sectors (0.58). Instead each word reads the few whole
+ *    pixels that cover any phase into registers and funnel-shifts its 16
+ *    bytes out: no divergence, full-sector stores (0.90).
+ *  - Row-wise ops (flip, flop, rot180) on 1- and 2-byte pixels read each
+ *    word as five aligned 4-byte words plus a funnel shift and a byte
+ *    permute, instead of 16 or 8 narrow reads (gray8 from 0.83 to 0.95).
+ *  - `spread` stores each 16-byte word of a source row in 20 bytes of
+ *    shared memory: the 16-byte stride between lanes (4 banks apart, so
+ *    4-way conflicts for narrow accesses) becomes 20 bytes (5 banks,
+ *    conflict-free). Global words are stored as four 4-byte words where
+ *    rows are not 16-byte aligned.
+ *  - Tile shapes (shape_of) were shortlisted with a bank-conflict model of
+ *    both phases (tests/bench/banks.py) and then timed against each other
+ *    (tests/bench/tune_transpose.cu, `make tune`): larger tiles won where
+ *    more bytes in flight mattered more than the last conflict.
+ *  - Border tiles take the same path with clamped indices; a partial
+ *    word's spare bytes land in the row's pitch padding, never beyond.
  */
 #include "transpose.h"
 
@@ -48,16 +60,9 @@ constexpr int kThreads = 256;
 
 __host__ __device__ constexpr int gcd16(int e) { return (e % 16 == 0) ? 16 : (e % 8 == 0) ? 8 : (e % 4 == 0) ? 4 : (e % 2 == 0) ? 2 : 1; }
 
-/*
- * Tile shape (output rows x columns of pixels), shared-row padding and
- * layout per pixel size, for the transposing ops and for the others.
- * Columns x E is a multiple of 16, so a tile row is whole 16-byte words.
- * `spread` stores each 16-byte word of a source row in 20 bytes of shared
- * memory: the 4 spare bytes turn the 16-byte stride between lanes (4 banks,
- * so 4-way conflicts) into a 20-byte one (5 banks, conflict-free); it needs
- * units of at most 4 bytes. The choices come from a bank-conflict model of
- * both phases over all eight ops (tests/bench/banks.py) and are 4-16 KB.
- */
+/* Tile shape (output rows x columns of pixels), shared-row padding and
+ * layout per pixel size, for the transposing ops and the row-wise ones.
+ * Columns x E is a multiple of 16, so a tile row is whole 16-byte words. */
 struct tile_shape { int rows, cols, pad; bool spread; };
 [[maybe_unused]] __host__ __device__ constexpr tile_shape shape_of(int e, bool transpose)
 {

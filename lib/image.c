@@ -1,5 +1,6 @@
 /* image.c — image allocation and the size checks every allocation goes through. */
 #include "gimg.h"
+#include "alloc_internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,18 +53,9 @@ gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels
     gimg_status st = gimg_check_size(width, height, channels, sample, &row, &total);
     if (st)
         return st;
-    /* 64-byte alignment keeps rows friendly to vector loads and DMA. Large
-     * images get 2 MiB alignment and transparent huge pages: a transpose
-     * touches a new row (a new 4 KiB page) at every pixel, and huge pages
-     * keep those accesses within the TLB. */
-    const size_t huge = (size_t)2 << 20;
-    void *p = NULL;
-    if (posix_memalign(&p, total >= huge ? huge : 64, total ? total : 1) != 0)
+    void *p = gimg_alloc_large(total ? total : 1);
+    if (!p)
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
-#ifdef MADV_HUGEPAGE
-    if (total >= huge)
-        madvise(p, (total + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
-#endif
     im->width = width;
     im->height = height;
     im->channels = channels;
@@ -71,6 +63,21 @@ gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels
     im->stride_bytes = row;
     im->data = p;
     return GIMG_OK;
+}
+
+void *gimg_alloc_large(size_t bytes)
+{
+    /* 64-byte alignment keeps rows friendly to vector loads and DMA; huge
+     * pages also keep a transpose's row-hopping accesses within the TLB. */
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= huge)
+        madvise(p, (bytes + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 void gimg_image_free(gimg_image *im)

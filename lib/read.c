@@ -1,4 +1,5 @@
 /* read.c — reading files and decoding images (stb_image and pnm.c). */
+#include "hdr_internal.h"
 #include "io_internal.h"
 
 #include <errno.h>
@@ -159,6 +160,9 @@ gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image 
         return gimg_fail(GIMG_E_LIMIT, "%s file of %zu bytes is too large for the decoder",
                          stb_format_name(info.format), len);
 
+    /* stb's HDR loader hangs on truncated run-length data: check first. */
+    if (info.format == GIMG_FMT_HDR && (st = gimg_hdr_validate(buf, len)))
+        return st;
     int w = 0, h = 0, c = 0;
     void *px;
     if (info.sample == GIMG_F32)

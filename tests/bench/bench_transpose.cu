@@ -19,27 +19,16 @@
 #include "orient_internal.h"
 #include "testimg.h"
 #include "transpose.h"
+#include "bench.h"
 
-#include <algorithm>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <vector>
 
 #ifdef GIMG_HAVE_NPP
 #include <nppi.h>
 #endif
-
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "bench: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,    \
-                    cudaGetErrorString(e_));                                                  \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static const int kSide = 8192, kSets = 4, kWarmup = 3, kRuns = 30;
 
@@ -51,30 +40,6 @@ static const gimg_orient_op kOps[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_ROT90,
                                       GIMG_ORIENT_ROT270,    GIMG_ORIENT_TRANSVERSE,
                                       GIMG_ORIENT_FLIP,      GIMG_ORIENT_FLOP,
                                       GIMG_ORIENT_ROT180};
-
-/* Median time in ms of fn(i) over kRuns runs, after kWarmup. */
-template <typename F> static double median_ms(cudaStream_t s, F fn)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < kWarmup; i++)
-        fn(i);
-    std::vector<float> t;
-    for (int i = 0; i < kRuns; i++) {
-        CK(cudaEventRecord(a, s));
-        fn(i);
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
 
 #ifdef GIMG_HAVE_NPP
 static NppStreamContext npp_context(cudaStream_t s)
@@ -159,7 +124,7 @@ static void bench_kernels(gimg_gpu *g)
             CK(cudaMalloc(&d_out[i], bytes));
             CK(cudaMemcpy2D(d_in[i], pitch, h_in.data, row, row, kSide, cudaMemcpyHostToDevice));
         }
-        const double copy_ms = median_ms(g->stream, [&](int i) {
+        const double copy_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(cudaMemcpyAsync(d_out[i % kSets], d_in[i % kSets], bytes,
                                cudaMemcpyDeviceToDevice, g->stream));
         });
@@ -168,7 +133,7 @@ static void bench_kernels(gimg_gpu *g)
         double npp_ms = 0;
 #ifdef GIMG_HAVE_NPP
         NppStreamContext nc = npp_context(g->stream);
-        npp_ms = median_ms(g->stream, [&](int i) {
+        npp_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             if (npp_transpose(l, d_in[i % kSets], (int)pitch, d_out[i % kSets], (int)pitch, nc)) {
                 fprintf(stderr, "bench: nppiTranspose failed\n");
                 exit(1);
@@ -179,7 +144,7 @@ static void bench_kernels(gimg_gpu *g)
             if (!validate(g, l, op, h_in, d_in[0], pitch, d_out[0]))
                 exit(1);
             gimg_orient_plan p = gimg_orient_plan_of(op);
-            const double ms = median_ms(g->stream, [&](int i) {
+            const double ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
                 CK(gimg_cuda_orient(d_in[i % kSets], pitch, kSide, kSide, d_out[i % kSets], pitch,
                                     (int)gimg_pixel_bytes(&h_in), p.transpose, p.rev_rows,
                                     p.rev_cols, g->stream));

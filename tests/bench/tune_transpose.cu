@@ -11,22 +11,11 @@
 #include "gimg.h"
 #include "orient_internal.h"
 #include "testimg.h"
+#include "bench.h"
 
-#include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <vector>
-
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "tune: %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__,     \
-                    cudaGetErrorString(e_));                                                  \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static const int kSide = 8192, kSets = 4, kRuns = 20;
 
@@ -89,28 +78,11 @@ static void variant(Buffers &b, gimg_orient_op op)
         printf("MISMATCH E=%d %s %dx%d pad %d spread %d\n", E, gimg_orient_name(op), R, C, P, S);
         exit(1);
     }
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int i = 0; i < 3 + kRuns; i++) {
-        CK(cudaEventRecord(e0));
-        run(i);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 3)
-            t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    const double ms = t[t.size() / 2];
+    const double ms = median_ms(0, 3, kRuns, run);
     printf("E=%-2d %-10s %4dx%-4d pad %2d spread %d  %8.3f ms %6.0f GB/s%s\n", E,
            gimg_orient_name(op), R, C, P, S, ms, 2.0 * b.pitch * kSide / ms / 1e6,
            (R == shape_of(E, T).rows && C == shape_of(E, T).cols && P == shape_of(E, T).pad &&
             S == shape_of(E, T).spread) ? "  (current)" : "");
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
 }
 
 int main(void)
