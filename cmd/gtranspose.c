@@ -69,7 +69,7 @@ static int run(const gimg_cli_common *c, const settings *s, gimg_ctx *ctx)
             gimg_ctx_prepare(ctx, bytes);
     }
     st = gimg_decode_memory(buf, len, &in);
-    free(buf);
+    gimg_slurp_free(buf, len);
     gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
     if (st)
         return gimg_cli_error(TOOL, in_name, st);

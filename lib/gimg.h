@@ -102,8 +102,11 @@ gimg_format gimg_format_sniff(const unsigned char *buf, size_t len);
 
 /* ----------------------------------------------------------------- reading */
 
-/* Reads a whole file ("-" = stdin) into a malloc'd buffer the caller frees. */
+/* Reads a whole file ("-" = stdin) into memory: a read-only mapping of a
+ * regular file, or memory filled from a pipe. The caller releases it with
+ * gimg_slurp_free(buf, len). */
 gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len);
+void gimg_slurp_free(unsigned char *buf, size_t len);
 
 /* Header facts, read without decoding the pixels. */
 typedef struct {

@@ -32,6 +32,11 @@ gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *ou
  *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
  *   GIMG_FMT_PFM: 1 or 3 channels, F32 (Pf/PF, little-endian)
  * into a malloc'd buffer the caller frees. */
+/* The header of im as a PNM, PAM or PFM file, after checking that the
+ * format holds its layout: *len bytes written to hdr. */
+#define GIMG_PNM_HEADER_MAX 160
+gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
+                            size_t *len);
 gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f,
                             unsigned char **buf, size_t *len);
 

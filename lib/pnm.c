@@ -25,6 +25,7 @@
  * Writing: P5/P6 (maxval 255 or 65535), P7 with a named TUPLTYPE, and PFM
  * little-endian with scale -1.0; 16-bit samples are big-endian on file.
  */
+#include "alloc_internal.h"
 #include "io_internal.h"
 
 #include <errno.h>
@@ -574,12 +575,11 @@ gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
 
 /* --------------------------------------------------------------- writing */
 
-gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char **buf, size_t *len)
+gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
+                            size_t *len)
 {
     static const char *const tupl[5] = { "", "GRAYSCALE", "GRAYSCALE_ALPHA", "RGB", "RGB_ALPHA" };
     int c = im->channels;
-    *buf = NULL;
-    *len = 0;
     int ok = f == GIMG_FMT_PAM ? (c >= 1 && c <= 4 && im->sample != GIMG_F32)
            : f == GIMG_FMT_PNM ? ((c == 1 || c == 3) && im->sample != GIMG_F32)
            : f == GIMG_FMT_PFM ? ((c == 1 || c == 3) && im->sample == GIMG_F32)
@@ -587,30 +587,44 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
     if (!ok)
         return gimg_fail(GIMG_E_FORMAT, "%s cannot hold a %d-channel %d-bit image",
                          gimg_format_name(f), c, (int)im->sample * 8);
-
-    char hdr[160];
     int maxval = im->sample == GIMG_U16 ? 65535 : 255;
     int hl;
     if (f == GIMG_FMT_PNM)
-        hl = snprintf(hdr, sizeof hdr, "P%c\n%d %d\n%d\n", c == 1 ? '5' : '6', im->width,
+        hl = snprintf(hdr, cap, "P%c\n%d %d\n%d\n", c == 1 ? '5' : '6', im->width,
                       im->height, maxval);
     else if (f == GIMG_FMT_PAM)
-        hl = snprintf(hdr, sizeof hdr,
+        hl = snprintf(hdr, cap,
                       "P7\nWIDTH %d\nHEIGHT %d\nDEPTH %d\nMAXVAL %d\nTUPLTYPE %s\nENDHDR\n",
                       im->width, im->height, c, maxval, tupl[c]);
     else
-        hl = snprintf(hdr, sizeof hdr, "P%c\n%d %d\n-1.0\n", c == 1 ? 'f' : 'F', im->width,
+        hl = snprintf(hdr, cap, "P%c\n%d %d\n-1.0\n", c == 1 ? 'f' : 'F', im->width,
                       im->height);
+    if (hl < 0 || (size_t)hl >= cap)
+        return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
+    *len = (size_t)hl;
+    return GIMG_OK;
+}
+
+gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char **buf, size_t *len)
+{
+    int c = im->channels;
+    *buf = NULL;
+    *len = 0;
+    char hdr[GIMG_PNM_HEADER_MAX];
+    size_t hl;
+    gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);
+    if (st)
+        return st;
 
     size_t n = (size_t)im->width * (size_t)c;   /* samples per row */
     size_t row = n * (size_t)im->sample, data, total;
     if (__builtin_mul_overflow(row, (size_t)im->height, &data) ||
-        __builtin_add_overflow(data, (size_t)hl, &total))
+        __builtin_add_overflow(data, hl, &total))
         return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
-    unsigned char *out = malloc(total);
+    unsigned char *out = gimg_alloc_large(total);
     if (!out)
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
-    memcpy(out, hdr, (size_t)hl);
+    memcpy(out, hdr, hl);
     unsigned char *o = out + hl;
     for (int i = 0; i < im->height; i++, o += row) {
         /* PFM stores the bottom row first. */

@@ -360,9 +360,23 @@ static gimg_status write_all(int fd, const unsigned char *buf, size_t len)
     return GIMG_OK;
 }
 
-static gimg_status write_stdout(const unsigned char *buf, size_t len)
+/* An output is written as two parts, so that a file's header and an
+ * image's own pixel rows can go out without first being copied together. */
+typedef struct {
+    const unsigned char *head, *body;
+    size_t head_len, body_len;
+} parts;
+
+static gimg_status write_parts_fd(int fd, const parts *p)
 {
-    if (len && fwrite(buf, 1, len, stdout) != len)
+    gimg_status st = write_all(fd, p->head, p->head_len);
+    return st ? st : write_all(fd, p->body, p->body_len);
+}
+
+static gimg_status write_stdout(const parts *p)
+{
+    if ((p->head_len && fwrite(p->head, 1, p->head_len, stdout) != p->head_len) ||
+        (p->body_len && fwrite(p->body, 1, p->body_len, stdout) != p->body_len))
         return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
     if (fflush(stdout) != 0)
         return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
@@ -371,12 +385,12 @@ static gimg_status write_stdout(const unsigned char *buf, size_t len)
 
 /* Devices, FIFOs and sockets (e.g. /dev/stdout, /dev/null) are written in
  * place: renaming a file over them would replace the device node. */
-static gimg_status write_in_place(const char *path, const unsigned char *buf, size_t len)
+static gimg_status write_in_place(const char *path, const parts *p)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
-    gimg_status st = write_all(fd, buf, len);
+    gimg_status st = write_parts_fd(fd, p);
     if (close(fd) != 0 && !st)
         st = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
     return st;
@@ -400,19 +414,19 @@ static void random_suffix(char out[7])
     out[6] = '\0';
 }
 
-gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len)
+static gimg_status write_file_parts(const char *path, const parts *p)
 {
     if (!path || !*path)
         return gimg_fail(GIMG_E_USAGE, "empty output path");
     if (strcmp(path, "-") == 0)
-        return write_stdout(buf, len);
+        return write_stdout(p);
 
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
         if (!S_ISREG(st.st_mode))
-            return write_in_place(path, buf, len);
+            return write_in_place(path, p);
     } else if (errno != ENOENT) {
         return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
     }
@@ -461,7 +475,7 @@ gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t l
         return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(EEXIST));
     }
 
-    gimg_status res = write_all(fd, buf, len);
+    gimg_status res = write_parts_fd(fd, p);
     if (close(fd) != 0 && !res)
         res = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
     if (!res && rename(tmp, target) != 0)
@@ -473,6 +487,12 @@ gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t l
     return res;
 }
 
+gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len)
+{
+    parts p = {buf, NULL, len, 0};
+    return write_file_parts(path, &p);
+}
+
 gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_opts *o)
 {
     gimg_write_opts defaults;
@@ -481,6 +501,18 @@ gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_
         o = &defaults;
     }
     gimg_format f = gimg_output_format(path, o, im);
+    /* 8-bit PNM and PAM store the image's own bytes: send its rows as they
+     * are, behind the header, rather than copy them into an encoded buffer. */
+    if ((f == GIMG_FMT_PNM || f == GIMG_FMT_PAM) && im->sample == GIMG_U8 &&
+        im->stride_bytes == (size_t)im->width * gimg_pixel_bytes(im)) {
+        char hdr[GIMG_PNM_HEADER_MAX];
+        size_t hl;
+        gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);
+        if (st)
+            return st;
+        parts p = {(const unsigned char *)hdr, im->data, hl, im->stride_bytes * (size_t)im->height};
+        return write_file_parts(path, &p);
+    }
     unsigned char *buf;
     size_t len;
     gimg_status st = gimg_encode(im, f, o, &buf, &len);
