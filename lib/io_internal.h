@@ -9,11 +9,6 @@
 
 /* ---------------------------------------------------------- stb_impl.c */
 
-/* The libdeflate level stb_image_write's PNG writer compresses with. A
- * per-thread variable rather than stb's global level so that concurrent
- * encodes at different levels cannot see each other's setting; write.c sets
- * it right before each call into stb. */
-extern _Thread_local int gimg_io_png_level;
 
 /* ------------------------------------------------------------ format.c */
 

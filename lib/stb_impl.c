@@ -8,17 +8,17 @@
  *  - stb_image allocates with 64-byte alignment, like gimg_image_alloc(), so
  *    read.c can adopt a decoded buffer as an image's pixels without a copy
  *    and gimg_image_free() (plain free()) releases it.
- *  - stb_image_write's PNG writer compresses with libdeflate, which is both
- *    much faster and much tighter than stb's own deflate, at a per-thread
- *    level (gimg_io_png_level).
+ *  - stb_image_write serves JPEG, BMP, TGA and HDR only. PNG is written by
+ *    png.c with libdeflate: stb's PNG writer, even with libdeflate plugged
+ *    in through STBIW_ZLIB_COMPRESS, spends as long choosing row filters
+ *    (single-threaded) as png.c takes for the whole file, and has no 16-bit
+ *    mode; so its zlib hook is not compiled in.
  */
 #include "io_internal.h"
 
-#include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
 
-_Thread_local int gimg_io_png_level = GIMG_DEFAULT_PNG_LEVEL;
 
 /* -------------------------------------------------- stb_image allocation */
 
@@ -44,37 +44,6 @@ static void *aligned_realloc_sized(void *old, size_t old_size, size_t new_size)
     return p;
 }
 
-/* ------------------------------------------- stb_image_write compression */
-
-static unsigned char *deflate_for_stb(unsigned char *data, int data_len, int *out_len,
-                                      int quality)
-{
-    (void)quality; /* stb passes its global level; ours is per thread */
-    if (data_len < 0)
-        return NULL;
-    struct libdeflate_compressor *c = libdeflate_alloc_compressor(gimg_io_png_level);
-    if (!c)
-        return NULL;
-    size_t bound = libdeflate_zlib_compress_bound(c, (size_t)data_len);
-    unsigned char *out = NULL;
-    size_t n = 0;
-    /* stb keeps the compressed size in an int. */
-    if (bound <= (size_t)0x7fffffff && (out = malloc(bound)) != NULL)
-        n = libdeflate_zlib_compress(c, data, (size_t)data_len, out, bound);
-    libdeflate_free_compressor(c);
-    if (n == 0) {
-        free(out);
-        return NULL;
-    }
-    *out_len = (int)n;
-    return out;
-}
-
-static unsigned int crc32_for_stb(const unsigned char *buf, int len)
-{
-    return (unsigned int)libdeflate_crc32(0, buf, len > 0 ? (size_t)len : 0);
-}
-
 /* ---------------------------------------------------------------- stb */
 
 #define STBI_NO_GIF
@@ -93,8 +62,6 @@ static unsigned int crc32_for_stb(const unsigned char *buf, int len)
 #define STBIW_MALLOC(sz) malloc(sz)
 #define STBIW_REALLOC(p, newsz) realloc((p), (newsz))
 #define STBIW_FREE(p) free(p)
-#define STBIW_ZLIB_COMPRESS deflate_for_stb
-#define STBIW_CRC32(buf, len) crc32_for_stb((buf), (len))
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 
 /* stb is third-party code: keep its warnings out of our -Wall -Wextra build
