@@ -93,13 +93,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libgimg.a tests/check.h
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
 
 test: all $(TEST_BINS)
-	@tests/run.sh
+	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh
 
 $(BUILD)/tests/gpudiff: $(BUILD)/tests/gpudiff.o $(BUILD)/libgimg.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
 
 test-gpu: all $(TEST_BINS) $(BUILD)/tests/gpudiff
-	@tests/run-gpu.sh
+	@BUILD=$(BUILD) BIN=$(BIN) tests/run-gpu.sh
 
 # ------------------------------------------------------------- benchmarks
 NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppidei -lnppc,)
@@ -108,7 +108,7 @@ $(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
 	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(DEFLATE_LIBS) -lgomp
 
 bench: all $(BUILD)/tests/bench/bench_transpose
-	@tests/bench/run.sh
+	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/run.sh
 
 # Times other tile shapes of the kernels (see tests/bench/tune_transpose.cu).
 $(BUILD)/tests/bench/tune_transpose: kernels/transpose.cu

@@ -1,6 +1,6 @@
 /*
  * gtranspose — transposes, flips or rotates an image (the eight symmetries
- * of the rectangle), on the GPU when the image is large enough to gain.
+ * of the rectangle), on the CPU or, with --device gpu, on the GPU.
  *
  *   gtranspose [options] INPUT [OUTPUT]        see gtranspose(1)
  *

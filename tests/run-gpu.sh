@@ -5,7 +5,8 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-if ! bin/gtranspose --version 2>/dev/null | grep -q 'CUDA'; then
+BIN=${BIN:-bin}
+if ! "$BIN"/gtranspose --version 2>/dev/null | grep -q 'CUDA'; then
     echo "test-gpu: this build has no CUDA support: skipped"; exit 77
 fi
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
