@@ -1,6 +1,6 @@
 /* read.c — reading files and decoding images (stb_image and pnm.c). */
 #include "alloc_internal.h"
-#include "hdr_internal.h"
+#include "precheck_internal.h"
 #include "io_internal.h"
 
 #include <errno.h>
@@ -142,6 +142,28 @@ static int stb_len(size_t len)
     return len > INT_MAX ? INT_MAX : (int)len;
 }
 
+/* stb_image refuses PNGs of more than 2^30 samples as corrupt ("unknown
+ * image type"); read the size from IHDR first, so that a large image is
+ * refused as what it is: over gimg's limit, or over the decoder's. */
+static gimg_status check_png_size(const unsigned char *buf, size_t len)
+{
+    if (len < 33 || memcmp(buf + 12, "IHDR", 4) != 0)
+        return GIMG_OK;                                  /* stb reports it */
+    const uint32_t w = (uint32_t)buf[16] << 24 | (uint32_t)buf[17] << 16 | buf[18] << 8 | buf[19];
+    const uint32_t h = (uint32_t)buf[20] << 24 | (uint32_t)buf[21] << 16 | buf[22] << 8 | buf[23];
+    const int depth = buf[24], type = buf[25];
+    /* Samples per pixel as stored (a palette index is one). */
+    const int stored = type == 0 ? 1 : type == 2 ? 3 : type == 3 ? 1 : type == 4 ? 2 : 4;
+    const int decoded = type == 3 ? 3 : stored;
+    gimg_status st = gimg_check_size(w, h, decoded, depth == 16 ? GIMG_U16 : GIMG_U8, NULL, NULL);
+    if (st)
+        return st;
+    if ((uint64_t)w * h * (uint64_t)stored > ((uint64_t)1 << 30))
+        return gimg_fail(GIMG_E_LIMIT, "PNG image %ux%u is beyond the PNG decoder's limit of "
+                                       "2^30 samples", w, h);
+    return GIMG_OK;
+}
+
 gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -157,6 +179,12 @@ gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *i
     if (f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM)
         return gimg_pnm_probe(buf, len, info);
 
+    gimg_status st;
+    if (f == GIMG_FMT_PNG && (st = check_png_size(buf, len)))
+        return st;
+    /* stb's JPEG header parse already builds the Huffman tables. */
+    if (f == GIMG_FMT_JPEG && (st = gimg_precheck(f, buf, len)))
+        return st;
     int w, h, c, n = stb_len(len);
     if (!stbi_info_from_memory(buf, n, &w, &h, &c))
         return gimg_fail(GIMG_E_FORMAT, "invalid %s header (%s)", stb_format_name(f),
@@ -187,8 +215,8 @@ gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image 
         return gimg_fail(GIMG_E_LIMIT, "%s file of %zu bytes is too large for the decoder",
                          stb_format_name(info.format), len);
 
-    /* stb's HDR loader hangs on truncated run-length data: check first. */
-    if (info.format == GIMG_FMT_HDR && (st = gimg_hdr_validate(buf, len)))
+    /* What stb mishandles (hangs, overflows, invented pixels) is refused first. */
+    if ((st = gimg_precheck(info.format, buf, len)))
         return st;
     int w = 0, h = 0, c = 0;
     void *px;

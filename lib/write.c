@@ -51,13 +51,15 @@ gimg_format gimg_output_format(const char *path, const gimg_write_opts *o, const
 
 /* --------------------------------------------------------- conversions */
 
+/* In double: in float, v * 65535 + 0.5 can round up to the next integer
+ * for a v just below a half-step (0x3f010101 gave 33025, not 33024). */
 static inline uint8_t f32_to_u8(float v)
 {
     if (!(v > 0.0f))   /* also NaN */
         return 0;
     if (v >= 1.0f)
         return 255;
-    return (uint8_t)(v * 255.0f + 0.5f);
+    return (uint8_t)((double)v * 255.0 + 0.5);
 }
 
 static inline uint16_t f32_to_u16(float v)
@@ -66,7 +68,7 @@ static inline uint16_t f32_to_u16(float v)
         return 0;
     if (v >= 1.0f)
         return 65535;
-    return (uint16_t)(v * 65535.0f + 0.5f);
+    return (uint16_t)((double)v * 65535.0 + 0.5);
 }
 
 /* Applies EXPR (which converts in sample i to out sample o) over every
@@ -501,10 +503,11 @@ gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_
         o = &defaults;
     }
     gimg_format f = gimg_output_format(path, o, im);
-    /* 8-bit PNM and PAM store the image's own bytes: send its rows as they
-     * are, behind the header, rather than copy them into an encoded buffer. */
-    if ((f == GIMG_FMT_PNM || f == GIMG_FMT_PAM) && im->sample == GIMG_U8 &&
-        im->stride_bytes == (size_t)im->width * gimg_pixel_bytes(im)) {
+    /* 8-bit PAM, and PNM of gray or RGB, store the image's own bytes: send
+     * its rows as they are, behind the header, rather than copy them into an
+     * encoded buffer. (PNM drops alpha: that goes through gimg_encode.) */
+    if ((f == GIMG_FMT_PAM || (f == GIMG_FMT_PNM && im->channels % 2 == 1)) &&
+        im->sample == GIMG_U8 && im->stride_bytes == (size_t)im->width * gimg_pixel_bytes(im)) {
         char hdr[GIMG_PNM_HEADER_MAX];
         size_t hl;
         gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);

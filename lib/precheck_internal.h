@@ -1,0 +1,16 @@
+/* precheck_internal.h — structural checks that run before stb_image decodes. */
+#ifndef GIMG_PRECHECK_INTERNAL_H
+#define GIMG_PRECHECK_INTERNAL_H
+
+#include "gimg.h"
+
+/* Refuses, for the formats stb_image decodes, what stb 2.27 handles badly,
+ * without decoding anything (see precheck.c for each case):
+ *   HDR:  truncated or zero-length runs (stb loops forever);
+ *   JPEG: a Huffman table of more than 256 codes (stb writes out of bounds);
+ *   BMP, TGA: pixel data shorter than the header says (stb invents zeros).
+ * GIMG_OK when stb may decode the file; other defects are left to stb. */
+gimg_status gimg_precheck(gimg_format f, const unsigned char *buf, size_t len);
+gimg_status gimg_hdr_validate(const unsigned char *buf, size_t len);
+
+#endif
