@@ -100,11 +100,8 @@ static void skip_comment(src *s)
     while (c != EOF && c != '\n' && c != '\r');
 }
 
-/* Reads the next whitespace-separated token into buf, skipping comments,
- * and consumes the one whitespace character (or comment) that ends it: after
- * a raw format's last header value exactly one such character precedes the
- * raster. */
-static gimg_status read_token(src *s, char *buf, size_t cap, const char *what)
+/* The next character that is neither whitespace nor part of a comment. */
+static int next_significant(src *s)
 {
     int c;
     for (;;) {
@@ -114,6 +111,16 @@ static gimg_status read_token(src *s, char *buf, size_t cap, const char *what)
         else if (!is_space(c))
             break;
     }
+    return c;
+}
+
+/* Reads the next whitespace-separated token into buf, skipping comments,
+ * and consumes the one whitespace character (or comment) that ends it: after
+ * a raw format's last header value exactly one such character precedes the
+ * raster. */
+static gimg_status read_token(src *s, char *buf, size_t cap, const char *what)
+{
+    int c = next_significant(s);
     if (c == EOF)
         return src_eof(s, what);
     size_t n = 0;
@@ -392,14 +399,7 @@ static gimg_status read_plain(src *s, const header *h, gimg_image *im, const sca
         unsigned char *row = gimg_row(im, y);
         for (size_t i = 0; i < n; i++) {
             if (h->magic == '1') {
-                int c;
-                for (;;) {
-                    c = src_getc(s);
-                    if (c == '#')
-                        skip_comment(s);
-                    else if (!is_space(c))
-                        break;
-                }
+                int c = next_significant(s);
                 if (c == EOF)
                     return src_eof(s, "data");
                 if (c != '0' && c != '1')
