@@ -7,9 +7,6 @@
 
 #include "gimg.h"
 
-/* ---------------------------------------------------------- stb_impl.c */
-
-
 /* ------------------------------------------------------------ format.c */
 
 /* If buf starts like a format we recognise but do not support (GIF, PSD,
@@ -22,23 +19,24 @@ const char *gimg_io_unsupported_format(const unsigned char *buf, size_t len);
 gimg_status gimg_pnm_probe(const unsigned char *buf, size_t len, gimg_info *info);
 /* Decodes the first image of a PNM/PAM/PFM buffer (trailing data ignored). */
 gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *out);
-/* Encodes im, whose layout must already suit f:
- *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval 255/65535)
- *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
- *   GIMG_FMT_PFM: 1 or 3 channels, F32 (Pf/PF, little-endian)
- * into a malloc'd buffer the caller frees. */
 /* The header of im as a PNM, PAM or PFM file, after checking that the
  * format holds its layout: *len bytes written to hdr. */
 #define GIMG_PNM_HEADER_MAX 160
 gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
                             size_t *len);
+/* Encodes im, whose layout must already suit f:
+ *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval 255/65535)
+ *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
+ *   GIMG_FMT_PFM: 1 or 3 channels, F32 (Pf/PF, little-endian)
+ * into a malloc'd buffer the caller frees. */
 gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f,
                             unsigned char **buf, size_t *len);
 
 /* --------------------------------------------------------------- png.c */
 
-/* Encodes a U8 or U16 image of 1-4 channels (any stride) as PNG with
- * libdeflate at level (0-12), into a malloc'd buffer the caller frees. */
+/* Encodes a U8 or U16 image of 1-4 channels (any stride) as PNG at level
+ * 0-12 (libdeflate's scale; see png.c for the entropy coder it races), into
+ * a malloc'd buffer the caller frees. */
 gimg_status gimg_png_encode(const gimg_image *im, int level,
                             unsigned char **buf, size_t *len);
 

@@ -17,6 +17,7 @@
  * reported with the input that caused it.
  */
 #include "gimg.h"
+#include "io_internal.h"
 #include "testimg.h"
 #include "check.h"
 
@@ -26,6 +27,7 @@
 #include <ftw.h>
 #include <libdeflate.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2010,6 +2012,323 @@ static void test_write_stdout(void)
     unlink(path);
 }
 
+/* ------------------------------------------------- PNG encoder, large */
+
+/* A photo-like 8-bit image: smooth waves plus seeded noise of +-12 levels,
+ * the kind whose PNG goes through png.c's own entropy coder. */
+static int photo_image(gimg_image *im, int w, int h, int c, gimg_sample s, uint64_t seed)
+{
+    if (!smooth_image(im, w, h, c, s))
+        return 0;
+    uint64_t state = seed;
+    for (int y = 0; y < h; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (size_t i = 0; i < (size_t)w * (size_t)c; i++) {
+            int d = (int)(testimg_next(&state) % 25) - 12;
+            if (s == GIMG_U8) {
+                int v = row[i] + d;
+                row[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            } else {
+                int v = ((uint16_t *)row)[i] + d * 257;
+                ((uint16_t *)row)[i] = (uint16_t)(v < 0 ? 0 : v > 65535 ? 65535 : v);
+            }
+        }
+    }
+    return 1;
+}
+
+/* A drawn image: flat bands and a repeated tile, where LZ wins by far. */
+static int drawn_image(gimg_image *im, int w, int h, int c)
+{
+    if (gimg_image_alloc(im, w, h, c, GIMG_U8) != GIMG_OK)
+        return 0;
+    for (int y = 0; y < h; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < c; k++) {
+                unsigned v = (y / 100) % 2 ? (unsigned)(40 * k + 60)
+                                           : (unsigned)(((x / 7) ^ (y / 5)) & 3) * 60u + (unsigned)k;
+                row[(size_t)x * (size_t)c + (size_t)k] = (uint8_t)v;
+            }
+    }
+    return 1;
+}
+
+static void png_exact(const gimg_image *src, int level, const char *what, size_t *size_out)
+{
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.png_level = level;
+    unsigned char *buf;
+    size_t len;
+    if (gimg_encode(src, GIMG_FMT_PNG, &o, &buf, &len) != GIMG_OK) {
+        CHECK(0, "%s, level %d: %s", what, level, gimg_last_error());
+        return;
+    }
+    gimg_image got;
+    if (gimg_decode_memory(buf, len, &got) == GIMG_OK) {
+        char w2[128];
+        snprintf(w2, sizeof w2, "%s, level %d", what, level);
+        images_equal(&got, src, w2);
+        gimg_image_free(&got);
+    } else {
+        CHECK(0, "%s, level %d: decode: %s", what, level, gimg_last_error());
+    }
+    if (size_out)
+        *size_out = len;
+    free(buf);
+}
+
+/* Images of several MB take png.c's paths that small ones do not: the
+ * sampled choice between libdeflate and the entropy coder, the entropy
+ * coder's segments coded in parallel and joined, runs across blocks. */
+static void test_png_large(void)
+{
+    gimg_image im;
+    size_t size = 0;
+    if (photo_image(&im, 1500, 1000, 3, GIMG_U8, 71)) {
+        png_exact(&im, 0, "photo-like 1500x1000 RGB", NULL);
+        png_exact(&im, 1, "photo-like 1500x1000 RGB", NULL);
+        png_exact(&im, GIMG_DEFAULT_PNG_LEVEL, "photo-like 1500x1000 RGB", &size);
+        CHECK(size > 0 && size < (size_t)1500 * 1000 * 3 * 3 / 4,
+              "photo-like image: %zu bytes, not compressed", size);
+        gimg_image_free(&im);
+    }
+    if (drawn_image(&im, 1500, 1000, 4)) {
+        png_exact(&im, GIMG_DEFAULT_PNG_LEVEL, "drawn 1500x1000 RGBA", &size);
+        CHECK(size > 0 && size < (size_t)1500 * 1000 * 4 / 100,
+              "drawn image: %zu bytes, over 1%% of its raw size", size);
+        gimg_image_free(&im);
+    }
+    if (photo_image(&im, 1200, 1000, 2, GIMG_U16, 72)) {
+        png_exact(&im, GIMG_DEFAULT_PNG_LEVEL, "photo-like 1200x1000 16-bit gray+alpha", NULL);
+        gimg_image_free(&im);
+    }
+    /* One flat color: runs of zeros across every block boundary. */
+    if (gimg_image_alloc(&im, 2000, 1100, 3, GIMG_U8) == GIMG_OK) {
+        memset(im.data, 0x5a, im.stride_bytes * (size_t)im.height);
+        png_exact(&im, 1, "flat 2000x1100 RGB", &size);
+        CHECK(size > 0 && size < 40000, "flat image: %zu bytes", size);
+        gimg_image_free(&im);
+    }
+}
+
+/* Encoders on several threads at once, each with its own level, give the
+ * same files as one at a time (nothing in the writers is shared). */
+typedef struct {
+    gimg_image im;
+    int level;
+    unsigned char *buf[2];
+    size_t len[2];
+    gimg_status st;
+} enc_job;
+
+static void *enc_thread(void *arg)
+{
+    enc_job *j = arg;
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.png_level = j->level;
+    j->st = gimg_encode(&j->im, GIMG_FMT_PNG, &o, &j->buf[1], &j->len[1]);
+    return NULL;
+}
+
+static void test_png_threads(void)
+{
+    enum { N = 4 };
+    enc_job job[N];
+    memset(job, 0, sizeof job);
+    static const int levels[N] = { 0, 3, 6, 9 };
+    for (int t = 0; t < N; t++) {
+        if (!photo_image(&job[t].im, 640, 400 + 16 * t, 1 + t, t % 2 ? GIMG_U16 : GIMG_U8,
+                         (uint64_t)t + 90))
+            return;
+        job[t].level = levels[t];
+        gimg_write_opts o;
+        gimg_write_opts_init(&o);
+        o.png_level = levels[t];
+        CHECK(gimg_encode(&job[t].im, GIMG_FMT_PNG, &o, &job[t].buf[0], &job[t].len[0]) ==
+                  GIMG_OK, "serial encode: %s", gimg_last_error());
+    }
+    pthread_t th[N];
+    int started[N];
+    for (int t = 0; t < N; t++)
+        started[t] = pthread_create(&th[t], NULL, enc_thread, &job[t]) == 0;
+    for (int t = 0; t < N; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            enc_thread(&job[t]);
+        CHECK(job[t].st == GIMG_OK, "thread %d: status %d", t, job[t].st);
+        CHECK(job[t].buf[0] && job[t].buf[1] && job[t].len[0] == job[t].len[1] &&
+                  memcmp(job[t].buf[0], job[t].buf[1], job[t].len[0]) == 0,
+              "thread %d (level %d): concurrent output differs from serial", t, job[t].level);
+        free(job[t].buf[0]);
+        free(job[t].buf[1]);
+        gimg_image_free(&job[t].im);
+    }
+}
+
+/* ---------------------------------------- signals, same path, ImageMagick */
+
+/* A pending temporary is removed when SIGTERM arrives, and the process
+ * still dies of that signal; files not registered stay; a signal ignored
+ * before the handlers were installed stays ignored. */
+static void test_signal_cleanup(void)
+{
+    char pending[700], other[700];
+    snprintf(pending, sizeof pending, "%s/.sig.png.gimg-abcdef", g_dir);
+    snprintf(other, sizeof other, "%s/sig-keep.bin", g_dir);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        SKIP("fork failed");
+    if (pid == 0) {
+        gimg_install_signal_cleanup();
+        if (!write_raw(pending, "partial", 7) || !write_raw(other, "keep", 4) ||
+            gimg_io_register_temp(pending) < 0)
+            _exit(3);
+        raise(SIGTERM);
+        _exit(4);   /* not reached if the handler re-raised */
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+          "the child did not die of SIGTERM (status 0x%x)", (unsigned)status);
+    struct stat sb;
+    CHECK(stat(pending, &sb) != 0 && errno == ENOENT, "the pending temporary was left");
+    CHECK(file_has(other, "keep"), "an unregistered file was removed");
+    unlink(pending);
+    unlink(other);
+
+    pid = fork();
+    if (pid < 0)
+        SKIP("fork failed");
+    if (pid == 0) {
+        signal(SIGINT, SIG_IGN);
+        gimg_install_signal_cleanup();
+        raise(SIGINT);
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "an ignored SIGINT was not left ignored (status 0x%x)", (unsigned)status);
+}
+
+/* Reading a file and writing the result over it: the input buffer (which
+ * may map the file) keeps the old bytes, and the new file replaces it. */
+static void test_rewrite_same_path(void)
+{
+    const char *path = path_in_dir("same.png");
+    gimg_image a, b, got;
+    if (!random_image(&a, 40, 30, 3, GIMG_U8, 301) || !random_image(&b, 33, 21, 4, GIMG_U8, 302))
+        return;
+    CHECK(gimg_write(path, &a, NULL) == GIMG_OK, "%s", gimg_last_error());
+    unsigned char *in;
+    size_t in_len;
+    if (gimg_slurp(path, &in, &in_len) != GIMG_OK) {
+        CHECK(0, "slurp: %s", gimg_last_error());
+        return;
+    }
+    CHECK(gimg_write(path, &b, NULL) == GIMG_OK, "rewrite: %s", gimg_last_error());
+    if (gimg_decode_memory(in, in_len, &got) == GIMG_OK) {
+        images_equal(&got, &a, "the input read before the rewrite");
+        gimg_image_free(&got);
+    } else {
+        CHECK(0, "the input read before the rewrite no longer decodes: %s", gimg_last_error());
+    }
+    gimg_slurp_free(in, in_len);
+    if (gimg_read(path, &got) == GIMG_OK) {
+        images_equal(&got, &b, "the rewritten file");
+        gimg_image_free(&got);
+    } else {
+        CHECK(0, "reading the rewritten file: %s", gimg_last_error());
+    }
+    CHECK(leftover_temps(g_dir) == 0, "temporary files left");
+    unlink(path);
+    gimg_image_free(&a);
+    gimg_image_free(&b);
+}
+
+/* The first of the names found on PATH, or NULL. */
+static const char *find_program(const char *const *names)
+{
+    static char found[1024];
+    const char *path = getenv("PATH");
+    for (; *names; names++) {
+        for (const char *p = path; p && *p;) {
+            const char *colon = strchr(p, ':');
+            size_t n = colon ? (size_t)(colon - p) : strlen(p);
+            snprintf(found, sizeof found, "%.*s/%s", (int)n, p, *names);
+            if (n && access(found, X_OK) == 0)
+                return found;
+            p = colon ? colon + 1 : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Runs ImageMagick: `prog from to` (with options between), 1 on success. */
+static int magick(const char *prog, const char *from, const char *opts, const char *to)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' >/dev/null 2>&1", prog, from, opts, to);
+    return system(cmd) == 0;
+}
+
+/* Our PNG and PNM files as ImageMagick (libpng, zlib) reads them, and
+ * ImageMagick's as we read them, pixel for pixel. */
+static void test_imagemagick(void)
+{
+    static const char *const names[] = { "magick", "convert", NULL };
+    const char *prog = find_program(names);
+    if (!prog)
+        SKIP("ImageMagick (magick or convert) is not installed");
+    char im_prog[1024];
+    snprintf(im_prog, sizeof im_prog, "%s", prog);
+    static const struct {
+        int w, h, c;
+        gimg_sample s;
+        const char *ours, *opts, *theirs;
+        int photo;
+    } cases[] = {
+        { 61, 37, 3, GIMG_U8, "x-rgb8.png", "-depth 8", "x-rgb8.pam", 0 },
+        { 29, 17, 4, GIMG_U16, "x-rgba16.png", "-depth 16", "x-rgba16.pam", 0 },
+        { 23, 19, 2, GIMG_U8, "x-ga8.png", "-depth 8", "x-ga8.pam", 0 },
+        { 1100, 1000, 3, GIMG_U8, "x-photo.png", "-depth 8", "x-photo.pam", 1 },
+        { 41, 13, 1, GIMG_U8, "x-gray8.pgm", "-depth 8 -type Grayscale", "x-gray8.png", 0 },
+        { 37, 11, 3, GIMG_U16, "x-rgb16.ppm", "-depth 16", "PNG48:x-rgb16.png", 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image src, got;
+        int ok = cases[i].photo
+                     ? photo_image(&src, cases[i].w, cases[i].h, cases[i].c, cases[i].s, 400 + i)
+                     : random_image(&src, cases[i].w, cases[i].h, cases[i].c, cases[i].s, 400 + i);
+        if (!ok)
+            continue;
+        char ours[700], theirs[700], target[700];
+        snprintf(ours, sizeof ours, "%s/%s", g_dir, cases[i].ours);
+        const char *colon = strchr(cases[i].theirs, ':');
+        snprintf(target, sizeof target, "%.*s%s/%s", colon ? (int)(colon - cases[i].theirs + 1) : 0,
+                 cases[i].theirs, g_dir, colon ? colon + 1 : cases[i].theirs);
+        snprintf(theirs, sizeof theirs, "%s/%s", g_dir, colon ? colon + 1 : cases[i].theirs);
+        CHECK(gimg_write(ours, &src, NULL) == GIMG_OK, "%s: %s", ours, gimg_last_error());
+        if (!magick(im_prog, ours, cases[i].opts, target)) {
+            CHECK(0, "ImageMagick failed to convert %s to %s", ours, target);
+        } else if (gimg_read(theirs, &got) != GIMG_OK) {
+            CHECK(0, "reading ImageMagick's %s: %s", theirs, gimg_last_error());
+        } else {
+            char what[200];
+            snprintf(what, sizeof what, "%s through ImageMagick", cases[i].ours);
+            images_equal(&got, &src, what);
+            gimg_image_free(&got);
+        }
+        unlink(ours);
+        unlink(theirs);
+        gimg_image_free(&src);
+    }
+}
+
 /* ------------------------------------------------------------------ main */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -2076,6 +2395,11 @@ int main(void)
     RUN(test_write_fails_midway);
     RUN(test_write_umask);
     RUN(test_write_stdout);
+    RUN(test_signal_cleanup);
+    RUN(test_rewrite_same_path);
+    RUN(test_png_large);
+    RUN(test_png_threads);
+    RUN(test_imagemagick);
 
     nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_summary();
