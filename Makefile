@@ -19,7 +19,8 @@ STB_INCLUDE ?= /usr/include/stb
 PREFIX ?= /usr/local
 CC ?= cc
 
-TOOLS := gtranspose
+# One program per cmd/g*.c; each has man/<tool>.1.
+TOOLS := $(sort $(patsubst cmd/%.c,%,$(wildcard cmd/g*.c)))
 BIN ?= bin
 BUILD ?= build
 
@@ -95,19 +96,20 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libgimg.a tests/check.h
 test: all $(TEST_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh
 
-$(BUILD)/tests/gpudiff: $(BUILD)/tests/gpudiff.o $(BUILD)/libgimg.a
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
-
-test-gpu: all $(TEST_BINS) $(BUILD)/tests/gpudiff
+# One GPU == CPU differential test per operation: tests/gpudiff_<op>.c.
+GPUDIFF_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/gpudiff_*.c))
+test-gpu: all $(TEST_BINS) $(GPUDIFF_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run-gpu.sh
 
 # ------------------------------------------------------------- benchmarks
-NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppidei -lnppc,)
+NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppif -lnppist -lnppidei -lnppc,)
 NPP_FLAG := $(if $(NPP_LIBS),-DGIMG_HAVE_NPP,)
 $(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
 	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(DEFLATE_LIBS) -lgomp
 
-bench: all $(BUILD)/tests/bench/bench_transpose
+# One benchmark per kernel file: tests/bench/bench_<op>.cu.
+BENCH_BINS := $(patsubst tests/bench/%.cu,$(BUILD)/tests/bench/%,$(wildcard tests/bench/bench_*.cu))
+bench: all $(BENCH_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/run.sh
 
 # Times other tile shapes of the kernels (see tests/bench/tune_transpose.cu).
@@ -125,7 +127,7 @@ install: all
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 755 $(addprefix $(BIN)/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/libgimg.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 lib/gimg.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(wildcard lib/gimg*.h) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(addprefix man/,$(addsuffix .1,$(TOOLS))) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/gimg.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 

@@ -7,7 +7,7 @@
  * Exit status: 0 success, 1 runtime error, 2 usage error.
  */
 #include "cli.h"
-#include "gimg.h"
+#include "gimg_orient.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -196,28 +196,14 @@ void gimg_ctx_add_time(gimg_ctx *ctx, gimg_timer t, double ms);
 /* Prints the backend and the timers to f (for -v). */
 void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool);
 
-/* ------------------------------------------------------------ operations */
+/* ------------------------------------------------------------ channels */
 
-/* The eight symmetries of the rectangle (dihedral group D4). */
-typedef enum {
-    GIMG_ORIENT_TRANSPOSE,   /* out(r,c) = in(c, r) */
-    GIMG_ORIENT_TRANSVERSE,  /* out(r,c) = in(H-1-c, W-1-r) */
-    GIMG_ORIENT_FLIP,        /* top-bottom */
-    GIMG_ORIENT_FLOP,        /* left-right */
-    GIMG_ORIENT_ROT90,       /* clockwise */
-    GIMG_ORIENT_ROT180,
-    GIMG_ORIENT_ROT270
-} gimg_orient_op;
+/* The names the tools print and accept for channel c of an image with
+ * `channels` channels: gray (1-2 channels), red, green, blue (3-4), alpha
+ * (the last of 2 and 4). NULL when c is out of range. */
+const char *gimg_channel_name(int channels, int c);
 
-gimg_status gimg_orient_parse(const char *name, gimg_orient_op *op);
-const char *gimg_orient_name(gimg_orient_op op);
-
-/* CPU reference and fallback. Allocates *out (caller frees). */
-gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image *out);
-/* Runs on the backend ctx chose (GPU or CPU; bit-identical results).
- * Allocates *out (caller frees). */
-gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op,
-                        gimg_image *out);
+/* Each operation has a header of its own: gimg_orient.h (gtranspose), ... */
 
 #ifdef __cplusplus
 }

@@ -87,3 +87,12 @@ void gimg_image_free(gimg_image *im)
     free(im->data);
     memset(im, 0, sizeof *im);
 }
+
+const char *gimg_channel_name(int channels, int c)
+{
+    static const char *const gray[] = {"gray", "alpha"};
+    static const char *const rgb[] = {"red", "green", "blue", "alpha"};
+    if (channels < 1 || channels > 4 || c < 0 || c >= channels)
+        return NULL;
+    return channels <= 2 ? gray[c] : rgb[c];
+}

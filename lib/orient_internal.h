@@ -2,7 +2,7 @@
 #ifndef GIMG_ORIENT_INTERNAL_H
 #define GIMG_ORIENT_INTERNAL_H
 
-#include "gimg.h"
+#include "gimg_orient.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,7 +23,7 @@ static const char *check_skip_reason;
             if (check_failures_in_test++ < 5) {                               \
                 fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__,      \
                         __LINE__, #cond);                                     \
-                fprintf(stderr, __VA_ARGS__);                                 \
+                fprintf(stderr, " " __VA_ARGS__); /* message optional */ \
                 fputc('\n', stderr);                                          \
             }                                                                 \
         }                                                                     \

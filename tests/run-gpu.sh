@@ -17,7 +17,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 echo "== differential tests (GPU == CPU, bit for bit)"
-"$BUILD"/tests/gpudiff 2>&1 | tee -a "$log"
+for d in "$BUILD"/tests/gpudiff_*; do
+    "$d" 2>&1 | tee -a "$log"
+done
 
 # Every tool invocation pays CUDA's start-up here, so only the tool suites
 # run again (the unit tests and the man-page checks never touch the GPU).
@@ -28,15 +30,17 @@ for t in tests/cli_g*.sh; do
 done
 
 if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck initcheck synccheck; do
-        out=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD"/tests/gpudiff --small 2>&1)
-        rc=$?
-        if [ $rc -eq 0 ] && echo "$out" | grep -Eq '(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)'; then
-            echo "PASS: compute-sanitizer $tool" | tee -a "$log"
-        else
-            echo "$out" | tail -30
-            echo "FAIL: compute-sanitizer $tool: exit $rc" | tee -a "$log"
-        fi
+    for d in "$BUILD"/tests/gpudiff_*; do
+        for tool in memcheck racecheck initcheck synccheck; do
+            out=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$d" --small 2>&1)
+            rc=$?
+            if [ $rc -eq 0 ] && echo "$out" | grep -Eq '(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)'; then
+                echo "PASS: compute-sanitizer $tool ${d##*/}" | tee -a "$log"
+            else
+                echo "$out" | tail -30
+                echo "FAIL: compute-sanitizer $tool ${d##*/}: exit $rc" | tee -a "$log"
+            fi
+        done
     done
 else
     echo "SKIP: compute-sanitizer: not installed" | tee -a "$log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/cpu.sh — the CPU backend against the fastest CPU peer, on this
+# tests/bench/cpu_gtranspose.sh — the CPU backend against the fastest CPU peer, on this
 # machine: `gtranspose --device cpu --op rot90` against `vips rot ... d90`
 # on a 4096x4096 RGB PPM, PPM to PPM, whole commands (decode, work, encode).
 # Checks that both give the same image, then prints the median of 9 runs.
@@ -16,16 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$BUILD"/tests/gen --seed 3 4096 4096 3 8 "$tmp/in.ppm" || exit 1
 
-# Median wall time in ms of a command over 9 runs, after one warm-up.
-median_ms() {
-    local times=() t0 t1
-    "$@" || return 1
-    for _ in 1 2 3 4 5 6 7 8 9; do
-        t0=$(date +%s%N); "$@"; t1=$(date +%s%N)
-        times+=($(((t1 - t0) / 1000000)))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n 5p
-}
+. tests/bench/timing.sh
 
 ours=$(median_ms "$BIN"/gtranspose --device cpu --op rot90 "$tmp/in.ppm" "$tmp/ours.ppm") || exit 1
 peer=$(median_ms vips rot "$tmp/in.ppm" "$tmp/vips.ppm" d90) || exit 1

@@ -1,5 +1,5 @@
 /*
- * gpudiff — the GPU against the CPU reference, bit for bit.
+ * gpudiff_orient — the symmetries on the GPU against the CPU reference, bit for bit.
  *
  * For every op, pixel layout (1-4 channels x 8/16-bit/float) and an awkward
  * set of sizes, the kernel's output must equal gimg_orient_cpu exactly:
@@ -9,7 +9,7 @@
  * poisoned before every download. The last check runs the public
  * gimg_orient() with --device gpu, the path the tools take.
  *
- *   gpudiff [--small]     --small: sizes for compute-sanitizer runs
+ *   gpudiff_orient [--small]     --small: sizes for compute-sanitizer runs
  */
 #include "gimg.h"
 #include "gpu_internal.h"
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 {
     g_small = argc > 1 && !strcmp(argv[1], "--small");
     if (gimg_gpu_open(0, &g_gpu) != GIMG_OK) {
-        printf("SKIP: gpudiff: %s\n", gimg_last_error());
+        printf("SKIP: gpudiff_orient: %s\n", gimg_last_error());
         return 77;
     }
     RUN(test_tiny_sizes);
