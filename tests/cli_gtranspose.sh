@@ -2,50 +2,14 @@
 # tests/cli_gtranspose.sh — the command-line tests of gtranspose: every op
 # against hand-made images and ImageMagick, identities on random images,
 # pipes, output formats, errors and exit statuses, devices, signals.
-#
-# Prints one "PASS: name", "FAIL: name: why" or "SKIP: name: why" per test
-# (what tests/run.sh counts) and exits 1 if any failed. BIN and BUILD name
-# the folders of gtranspose and of the test helpers gen and imgcmp (default
-# bin and build at the top of the tree; relative paths are taken from the
-# current directory).
-set -u -o pipefail
-
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-abs_dir() { (cd "$1" 2>/dev/null && pwd) || echo "$1"; }
-BIN=$(abs_dir "${BIN:-$ROOT/bin}")
-BUILD=$(abs_dir "${BUILD:-$ROOT/build}")
-GT=$BIN/gtranspose
-GEN=$BUILD/tests/gen
-CMP=$BUILD/tests/imgcmp
-
-failed=0
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1: $2"; failed=1; }
-skip() { echo "SKIP: $1: $2"; }
-# result NAME WHY: passes when WHY is empty.
-result() { if [ -z "$2" ]; then pass "$1"; else fail "$1" "$2"; fi; }
-
-for tool in "$GT" "$GEN" "$CMP"; do
-    if [ ! -x "$tool" ]; then
-        fail setup "$tool is missing (run make, or set BIN/BUILD)"
-        exit 1
-    fi
-done
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/gimg-cli.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+# One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
+TOOL=gtranspose
+. "$(dirname "$0")/cli_lib.sh"
+GT=$PROG
 
 OPS="transpose transverse flip flop rot90 rot180 rot270"
 
 # ---------------------------------------------------------------- helpers
-
-# bytes V...: writes each decimal V (0-255) as one byte.
-bytes() {
-    local fmt="" v
-    for v in "$@"; do fmt+=$(printf '\\%03o' "$v"); done
-    printf "$fmt"
-}
 
 # The samples of pixel I of the reference 3x2 image, as bytes (16-bit samples
 # big-endian as in PNM, with different high and low bytes so that swapped
@@ -105,37 +69,6 @@ expected() {
 }
 
 ext_of() { case $1 in graya8 | rgba16) echo pam ;; gray*) echo pgm ;; *) echo ppm ;; esac; }
-
-# Sample-exact comparison; on a difference prints imgcmp's reason.
-same() {
-    local why
-    why=$("$CMP" "$1" "$2" 2>&1) && return 0
-    echo "$1 vs $2: ${why:-differ}" | head -n 2 | tr '\n' ' '
-    return 1
-}
-
-# First bytes of a file, as hex.
-magic() { od -An -tx1 -N"$2" "$1" | tr -d ' \n'; }
-
-# expect_fail NAME WANT_STATUS OUTDIR -- COMMAND...: the command must exit
-# WANT_STATUS, print "gtranspose: ..." on stderr, nothing on stdout, and
-# leave OUTDIR (if given) empty: no output, no temporary file.
-expect_fail() {
-    local name=$1 want=$2 dir=$3 rc why=""
-    shift 4
-    "$@" >stdout.bin 2>stderr.txt
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        why="exit status $rc, expected $want ($(head -c 200 stderr.txt | tr '\n' ' '))"
-    elif ! head -n 1 stderr.txt | grep -q '^gtranspose: .'; then
-        why="stderr does not start with 'gtranspose: ': '$(head -c 200 stderr.txt | tr '\n' ' ')'"
-    elif [ -s stdout.bin ]; then
-        why="wrote $(wc -c <stdout.bin) bytes to stdout"
-    elif [ -n "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
-        why="left files behind: $(ls -A "$dir" | tr '\n' ' ')"
-    fi
-    result "$name" "$why"
-}
 
 # ------------------------------------------------- every op, known results
 

@@ -1,0 +1,76 @@
+# tests/cli_lib.sh — sourced by the tests/cli_g*.sh scripts: where the
+# binaries are, PASS/FAIL/SKIP reporting, a scratch folder, and checks every
+# tool's suite uses.
+#
+# Before sourcing, a script sets TOOL (the program under test, e.g.
+# gtranspose). After it: $BIN/$TOOL is $PROG, $GEN and $CMP are the test
+# helpers gen and imgcmp, the current directory is an empty scratch folder
+# removed at exit, and $failed is what the script should exit with. BIN and
+# BUILD name the folders of the tools and of the test helpers (default bin
+# and build at the top of the tree; relative paths are taken from the
+# current directory).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+abs_dir() { (cd "$1" 2>/dev/null && pwd) || echo "$1"; }
+BIN=$(abs_dir "${BIN:-$ROOT/bin}")
+BUILD=$(abs_dir "${BUILD:-$ROOT/build}")
+PROG=$BIN/$TOOL
+GEN=$BUILD/tests/gen
+CMP=$BUILD/tests/imgcmp
+
+failed=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1: $2"; failed=1; }
+skip() { echo "SKIP: $1: $2"; }
+# result NAME WHY: passes when WHY is empty.
+result() { if [ -z "$2" ]; then pass "$1"; else fail "$1" "$2"; fi; }
+
+for tool in "$PROG" "$GEN" "$CMP"; do
+    if [ ! -x "$tool" ]; then
+        fail setup "$tool is missing (run make, or set BIN/BUILD)"
+        exit 1
+    fi
+done
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/gimg-cli.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+# bytes V...: writes each decimal V (0-255) as one byte.
+bytes() {
+    local fmt="" v
+    for v in "$@"; do fmt+=$(printf '\\%03o' "$v"); done
+    printf "$fmt"
+}
+
+# Sample-exact comparison; on a difference prints imgcmp's reason.
+same() {
+    local why
+    why=$("$CMP" "$1" "$2" 2>&1) && return 0
+    echo "$1 vs $2: ${why:-differ}" | head -n 2 | tr '\n' ' '
+    return 1
+}
+
+# First bytes of a file, as hex.
+magic() { od -An -tx1 -N"$2" "$1" | tr -d ' \n'; }
+
+# expect_fail NAME WANT_STATUS OUTDIR -- COMMAND...: the command must exit
+# WANT_STATUS, print "$TOOL: ..." on stderr, nothing on stdout, and leave
+# OUTDIR (if given) empty: no output, no temporary file.
+expect_fail() {
+    local name=$1 want=$2 dir=$3 rc why=""
+    shift 4
+    "$@" >stdout.bin 2>stderr.txt
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        why="exit status $rc, expected $want ($(head -c 200 stderr.txt | tr '\n' ' '))"
+    elif ! head -n 1 stderr.txt | grep -q "^$TOOL: ."; then
+        why="stderr does not start with '$TOOL: ': '$(head -c 200 stderr.txt | tr '\n' ' ')'"
+    elif [ -s stdout.bin ]; then
+        why="wrote $(wc -c <stdout.bin) bytes to stdout"
+    elif [ -n "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+        why="left files behind: $(ls -A "$dir" | tr '\n' ' ')"
+    fi
+    result "$name" "$why"
+}
