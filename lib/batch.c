@@ -356,6 +356,7 @@ static void *worker_main(void *arg)
 {
     pipeline *p = arg;
     const gimg_pipeline_spec *spec = p->spec;
+    omp_set_num_threads(spec->worker_threads > 0 ? spec->worker_threads : 1);
     pthread_mutex_lock(&p->lock);
     while (!p->shutdown) {
         int i, found = -1;

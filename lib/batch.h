@@ -63,6 +63,7 @@ typedef struct {
     int lanes;         /* compute threads (>= 1): one per GPU stream, or per CPU
                           worker for single-threaded CPU work */
     int lane_threads;  /* OpenMP threads each lane's compute may use (>= 1) */
+    int worker_threads; /* OpenMP threads each worker's load and store may use (>= 1) */
     int max_in_flight; /* items loaded but not finished; 0 = workers + 2 * lanes */
     int ordered_load;  /* 1: load is called in index order, one at a time (a
                           stream read from a pipe) */

@@ -7,6 +7,7 @@
  * (the unit tests).
  */
 #include "cli.h"
+#include "batch.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -24,12 +25,18 @@ enum {
     K_VERBOSE = -7,
     K_QUIET = -8,
     K_HELP = -9,
-    K_VERSION = -10
+    K_VERSION = -10,
+    K_JOBS = -11,
+    K_FILES_FROM = -12,
+    K_NULL = -13,
+    K_FAIL_FAST = -14,
+    K_PROGRESS = -15,
+    K_NO_PROGRESS = -16
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
 static const gimg_cli_option k_common[] = {
-    {NULL, 'o', "FILE", "write to FILE instead of OUTPUT (default: stdout)", K_OUTPUT},
+    {NULL, 'o', "FILE", NULL, K_OUTPUT},
     {"format", 'f', "FMT", "output format: png, jpg, bmp, tga, hdr, pnm, pam or pfm (default: "
                            "from the output's extension, else PNM, or PAM with alpha)",
      K_FORMAT},
@@ -38,6 +45,14 @@ static const gimg_cli_option k_common[] = {
     {"device", 0, "DEV", "auto, cpu, gpu or gpu:N (default: $GIMG_DEVICE or auto)",
      K_DEVICE},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
+    {"jobs", 'j', "N", NULL, K_JOBS},
+    {"files-from", 0, "FILE", "read more inputs from FILE ('-': standard input), one per line",
+     K_FILES_FROM},
+    {"null", '0', NULL, "names in the --files-from list end with NUL, not newline", K_NULL},
+    {"fail-fast", 0, NULL, "stop at the first input that fails", K_FAIL_FAST},
+    {"progress", 0, NULL, "show progress on standard error (default: when it is a terminal)",
+     K_PROGRESS},
+    {"no-progress", 0, NULL, "never show progress", K_NO_PROGRESS},
     {"verbose", 'v', NULL, "print the backend and timings on standard error", K_VERBOSE},
     {"quiet", 'q', NULL, "print no warnings, only errors", K_QUIET},
     {"help", 'h', NULL, "print this help and exit", K_HELP},
@@ -45,9 +60,19 @@ static const gimg_cli_option k_common[] = {
     {NULL, 0, NULL, NULL, 0},
 };
 
-static const char *common_help(const gimg_cli_option *o, char *buf, size_t size)
+static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option *o, char *buf,
+                               size_t size)
 {
     switch (o->key) {
+    case K_OUTPUT:
+        if (spec->with & GIMG_CLI_WITH_BATCH)
+            return "write to FILE instead of OUTPUT (default: stdout); with DIR/ or a "
+                   "PATTERN (%f, %e, %d, %i), every operand is an input";
+        return "write to FILE instead of OUTPUT (default: stdout)";
+    case K_JOBS:
+        snprintf(buf, size, "CPU threads for decoding and encoding (default: %d, the cores)",
+                 gimg_cpu_count());
+        return buf;
     case K_QUALITY:
         snprintf(buf, size, "JPEG quality, 1 to 100 (default %d)", GIMG_DEFAULT_JPEG_QUALITY);
         return buf;
@@ -78,6 +103,13 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
         return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
     case K_DEVICE:
         return !(spec->omit & GIMG_CLI_NO_DEVICE);
+    case K_JOBS:
+    case K_FILES_FROM:
+    case K_NULL:
+    case K_FAIL_FAST:
+    case K_PROGRESS:
+    case K_NO_PROGRESS:
+        return (spec->with & GIMG_CLI_WITH_BATCH) != 0;
     case K_OUTPUT:
         return !(spec->omit & GIMG_CLI_NO_OUTPUT);
     default:
@@ -255,6 +287,28 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         return gimg_cli_parse_u64(name, arg, 1,
                                   (uint64_t)GIMG_MAX_DIMENSION * (uint64_t)GIMG_MAX_DIMENSION,
                                   &c->max_pixels);
+    case K_JOBS:
+        if ((st = gimg_cli_parse_int(name, arg, 1, 1024, &v)))
+            return st;
+        c->jobs = (int)v;
+        return GIMG_OK;
+    case K_FILES_FROM:
+        if (!*arg)
+            return gimg_fail(GIMG_E_USAGE, "%s: empty file name", name);
+        c->files_from = arg;
+        return GIMG_OK;
+    case K_NULL:
+        c->null_separated = 1;
+        return GIMG_OK;
+    case K_FAIL_FAST:
+        c->fail_fast = 1;
+        return GIMG_OK;
+    case K_PROGRESS:
+        c->progress = 1;
+        return GIMG_OK;
+    case K_NO_PROGRESS:
+        c->progress = 0;
+        return GIMG_OK;
     case K_VERBOSE:
         c->verbose = 1;
         c->quiet = 0;
@@ -285,6 +339,8 @@ static void set_defaults(gimg_cli_common *c, char **argv)
     c->device.kind = GIMG_DEV_AUTO;
     c->device.gpu_index = 0;
     c->max_pixels = GIMG_DEFAULT_MAX_PIXELS;
+    c->jobs = gimg_cpu_count();
+    c->progress = -1;
     c->operands = argv ? argv + 1 : NULL;
 }
 
@@ -368,13 +424,31 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
     int min, max;
     operand_limits(spec, &min, &max);
     const char *what = spec->operands ? spec->operands : "INPUT [OUTPUT]";
+    int batch = (spec->with & GIMG_CLI_WITH_BATCH) != 0;
+    /* In a batch, -o names the outputs and every operand is an input; and
+     * --files-from may bring all of them. */
+    int outputs_by_o = batch && o_output && !(spec->omit & GIMG_CLI_NO_OUTPUT);
+    if (batch && c->files_from && min > 0)
+        min = 0;
+    if (outputs_by_o)
+        max = -1;
+    if (c->null_separated && !c->files_from)
+        return gimg_fail(GIMG_E_USAGE, "-0/--null applies to --files-from, which is missing");
     if (nops < min)
         return gimg_fail(GIMG_E_USAGE, "missing operand (expected %s)", what);
-    if (max >= 0 && nops > max)
+    if (max >= 0 && nops > max) {
+        if (batch && !(spec->omit & GIMG_CLI_NO_OUTPUT))
+            return gimg_fail(GIMG_E_USAGE, "extra operand '%s' (several inputs need -o DIR/ or "
+                                           "-o PATTERN)", argv[1 + max]);
         return gimg_fail(GIMG_E_USAGE, "extra operand '%s'", argv[1 + max]);
+    }
+    c->n_inputs = outputs_by_o || max < 0 ? nops : nops < 1 ? nops : 1;
+    if (c->files_from && !outputs_by_o && max == 2 && nops == 2)
+        return gimg_fail(GIMG_E_USAGE, "with --files-from, outputs are named by -o DIR/ or -o "
+                                       "PATTERN");
     if (nops >= 1)
         c->input = argv[1];
-    if (max >= 2 && nops >= 2) {
+    if (max >= 2 && nops >= 2 && !outputs_by_o) {
         if (o_output)
             return gimg_fail(GIMG_E_USAGE, "the output is given twice: -o %s and %s", o_output,
                              argv[2]);
@@ -382,8 +456,9 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
             return gimg_fail(GIMG_E_USAGE, "empty output file name");
         c->output = argv[2];
     }
-    if (c->input && !c->input[0])
-        return gimg_fail(GIMG_E_USAGE, "empty input file name");
+    for (int i = 0; i < c->n_inputs; i++)
+        if (!argv[1 + i][0])
+            return gimg_fail(GIMG_E_USAGE, "empty input file name");
 
     if (!device_given && !(spec->omit & GIMG_CLI_NO_DEVICE)) {
         const char *env = getenv("GIMG_DEVICE");
@@ -472,7 +547,8 @@ static void print_table(const gimg_cli_spec *spec, const gimg_cli_option *o, int
         if (common && !common_enabled(spec, o->key))
             continue;
         left_column(o, left, sizeof left);
-        const char *text = common ? common_help(o, help, sizeof help) : o->help ? o->help : "";
+        const char *text = common ? common_help(spec, o, help, sizeof help)
+                                  : o->help ? o->help : "";
         fputs(left, f);
         int len = (int)strlen(left);
         if (len + 2 > col) {

@@ -11,6 +11,11 @@
  *   --device auto|cpu|gpu|gpu:N, --max-pixels N, -v/--verbose, -q/--quiet,
  *   -h/--help, --version
  *
+ * and, for tools that take many inputs (spec.with = GIMG_CLI_WITH_BATCH),
+ *
+ *   -j/--jobs N, --files-from FILE, -0/--null, --fail-fast, --progress,
+ *   --no-progress
+ *
  * Parsing is GNU-style: "--name=value", "--name value", "-o value",
  * "-ovalue", bundled short flags ("-vq"), options and operands in any order,
  * "--" ends the options, and a lone "-" is an operand (stdin or stdout).
@@ -72,6 +77,13 @@ enum {
     GIMG_CLI_NO_OUTPUT = 1 << 2      /* -o */
 };
 
+/* Common options a tool may add (spec.with). */
+enum {
+    GIMG_CLI_WITH_BATCH = 1 << 0 /* many inputs: -j/--jobs, --files-from, -0/--null,
+                                    --fail-fast, --progress, --no-progress; with -o
+                                    every operand is an input */
+};
+
 typedef struct {
     const char *tool;              /* "gtranspose" */
     const char *description;       /* one line for --help */
@@ -83,6 +95,7 @@ typedef struct {
     gimg_cli_handler handle;       /* required when options has entries */
     void *user;                    /* passed to handle */
     unsigned omit;                 /* GIMG_CLI_NO_* */
+    unsigned with;                 /* GIMG_CLI_WITH_* */
     const char *epilogue;          /* optional lines printed after the options */
 } gimg_cli_spec;
 
@@ -102,6 +115,13 @@ typedef struct {
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
     int verbose;             /* -v: report backend and timings on stderr */
     int quiet;               /* -q: no warnings on stderr */
+    /* GIMG_CLI_WITH_BATCH only: */
+    int jobs;                /* -j; default: the CPU count */
+    const char *files_from;  /* --files-from FILE, or NULL */
+    int null_separated;      /* -0 */
+    int fail_fast;           /* --fail-fast */
+    int progress;            /* --progress 1, --no-progress 0, default -1 (a terminal) */
+    int n_inputs;            /* the operands that are inputs: operands[0 .. n_inputs-1] */
     int n_operands;
     char **operands;         /* all operands in order: argv reordered in place, see
                                 gimg_cli_parse() */

@@ -620,8 +620,41 @@ static void test_done(void)
           "rc %d '%s'", rc, s);
 }
 
+/* GIMG_CLI_WITH_BATCH: the batch options, and operands as inputs with -o. */
+static void test_batch_options(void)
+{
+    gimg_cli_common c;
+    reset();
+    g_spec.with = GIMG_CLI_WITH_BATCH;
+    CHECK(PARSE(&c, "-o", "out/", "a", "b", "c") == GIMG_OK && c.n_inputs == 3 &&
+          !strcmp(c.output, "out/") && !strcmp(c.operands[2], "c"));
+    CHECK(PARSE(&c, "a", "b") == GIMG_OK && c.n_inputs == 1 && !strcmp(c.output, "b"));
+    CHECK(PARSE(&c, "a", "b", "c") == GIMG_E_USAGE &&
+          has(gimg_last_error(), "several inputs need -o"));
+    CHECK(PARSE(&c, "--files-from", "list", "-o", "d/") == GIMG_OK && c.n_inputs == 0 &&
+          !strcmp(c.files_from, "list") && !c.null_separated);
+    CHECK(PARSE(&c, "--files-from=-", "-0", "-j", "3", "-o", "d/", "x") == GIMG_OK &&
+          c.null_separated && c.jobs == 3 && c.n_inputs == 1);
+    CHECK(PARSE(&c, "--files-from", "list", "a", "b") == GIMG_E_USAGE &&
+          has(gimg_last_error(), "-o DIR/"));
+    CHECK(PARSE(&c, "-0", "a") == GIMG_E_USAGE && has(gimg_last_error(), "--files-from"));
+    CHECK(PARSE(&c, "-j", "0", "a") == GIMG_E_USAGE);
+    CHECK(PARSE(&c, "--jobs=1025", "a") == GIMG_E_USAGE);
+    CHECK(PARSE(&c, "a") == GIMG_OK && c.progress == -1 && !c.fail_fast && c.jobs >= 1);
+    CHECK(PARSE(&c, "--progress", "--fail-fast", "a") == GIMG_OK && c.progress == 1 &&
+          c.fail_fast);
+    CHECK(PARSE(&c, "--progress", "--no-progress", "a") == GIMG_OK && c.progress == 0);
+    CHECK(PARSE(&c, "-o", "d/", "a", "") == GIMG_E_USAGE);
+    /* A tool without the batch options does not know them. */
+    g_spec.with = 0;
+    CHECK(PARSE(&c, "-j", "2", "a") == GIMG_E_USAGE);
+    CHECK(PARSE(&c, "--files-from", "x", "a") == GIMG_E_USAGE);
+    CHECK(PARSE(&c, "-o", "out", "a", "b") == GIMG_E_USAGE);
+}
+
 int main(void)
 {
+    RUN(test_batch_options);
     RUN(test_long_forms);
     RUN(test_short_forms);
     RUN(test_bundled_flags);

@@ -1,0 +1,394 @@
+/* driver.c — inputs, outputs, streams and the pipeline for every tool. */
+#include "driver.h"
+#include "batch.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const gimg_driver *d;
+    const gimg_cli_common *c;
+    gimg_ctx *ctx;
+    char **inputs;
+    int n_inputs;
+    char **outputs;         /* per input (transform tools, file inputs) */
+    const char *ext;        /* -f's extension for -o DIR/, or NULL */
+    int stream;             /* reading a PNM stream from standard input */
+    int stream_over;        /* the stream ended, or broke and cannot resync */
+    pthread_mutex_t lock;
+    double ms[GIMG_T_COUNT];
+    double megapixels;
+    int n_failed;
+} job;
+
+typedef struct {
+    char name[96];      /* how messages name the input */
+    char *output;       /* the output's path (owned), for transform tools */
+    int output_failed;  /* the failure was in writing the output */
+    gimg_image in, out;
+    char *report;       /* report tools: the text, from open_memstream */
+    size_t report_len;
+} item;
+
+static void add_ms(job *j, gimg_timer t, double ms)
+{
+    pthread_mutex_lock(&j->lock);
+    j->ms[t] += ms;
+    pthread_mutex_unlock(&j->lock);
+}
+
+static const char *extension_of(gimg_format f)
+{
+    return f == GIMG_FMT_UNKNOWN ? NULL : f == GIMG_FMT_JPEG ? "jpg" : gimg_format_name(f);
+}
+
+/* The output path of input i (0-based), from -o or OUTPUT. */
+static gimg_status output_of(const job *j, const char *input, int i, char **out)
+{
+    const char *spec = j->c->output;
+    int single = j->n_inputs + j->stream <= 1 && !strchr(spec, '%');
+    if (single || !strcmp(spec, "-")) {
+        *out = strdup(spec);
+        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    return gimg_output_path(spec, input, i + 1, j->ext, out);
+}
+
+/* --------------------------------------------------------------- stages */
+
+/* The rest of f, after is_stdin_stream() has looked at its first byte
+ * through the FILE's buffer. *buf is malloc'd. */
+static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
+{
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    for (size_t got = 1; b && got > 0;) {
+        if (n == cap) {
+            unsigned char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+            if (!bigger)
+                break;
+            b = bigger;
+            cap *= 2;
+        }
+        got = fread(b + n, 1, cap - n, f);
+        n += got;
+    }
+    if (!b || n == cap) {
+        free(b);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory reading standard input");
+    }
+    if (ferror(f)) {
+        free(b);
+        return gimg_fail(GIMG_E_IO, "read error");
+    }
+    if (n == 0) {
+        free(b);
+        return gimg_fail(GIMG_E_FORMAT, "empty file");
+    }
+    *buf = b;
+    *len = n;
+    return GIMG_OK;
+}
+
+static void describe(const job *j, const char *name, const gimg_info *info)
+{
+    static const char *const k_layout[] = {"", "gray", "gray+alpha", "RGB", "RGBA"};
+    int ch = info->channels >= 1 && info->channels <= 4 ? info->channels : 0;
+    fprintf(stderr, "%s: %s: %s %dx%d %s, %d-bit%s\n", j->d->tool, name,
+            gimg_format_name(info->format), info->width, info->height, k_layout[ch],
+            8 * (int)info->sample, info->sample == GIMG_F32 ? " float" : "");
+}
+
+static gimg_status decode_file(job *j, const char *path, const char *name, gimg_image *im)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int from_stdin = strcmp(path, "-") == 0;
+    gimg_status st = from_stdin ? read_rest(stdin, &buf, &len) : gimg_slurp(path, &buf, &len);
+    if (st)
+        return st;
+    /* Knowing the size from the header lets CUDA start up while we decode.
+     * A header the probe rejects is left to the decoder to report. */
+    gimg_info info;
+    size_t bytes;
+    if (gimg_probe_memory(buf, len, &info) == GIMG_OK) {
+        if (j->c->verbose)
+            describe(j, name, &info);
+        if (gimg_check_size(info.width, info.height, info.channels, info.sample, NULL,
+                            &bytes) == GIMG_OK) {
+            pthread_mutex_lock(&j->lock);
+            gimg_ctx_prepare(j->ctx, bytes);
+            pthread_mutex_unlock(&j->lock);
+        }
+    }
+    st = gimg_decode_memory(buf, len, im);
+    if (from_stdin)
+        free(buf);
+    else
+        gimg_slurp_free(buf, len);
+    return st;
+}
+
+/* 1 if an output spec numbers its files (%i or %Ni). */
+static int numbers_outputs(const char *spec)
+{
+    for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {
+        if (p[1] == 'i' || (p[1] >= '1' && p[1] <= '9' && p[2] == 'i'))
+            return 1;
+        if (!p[1])
+            break;
+    }
+    return 0;
+}
+
+static gimg_status load(void *user, int i, void **state)
+{
+    job *j = user;
+    *state = NULL;
+    if (j->stream && j->stream_over)
+        return GIMG_OK;
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    *state = it;
+    double t0 = gimg_now_ms();
+    gimg_status st;
+    if (j->stream) {
+        snprintf(it->name, sizeof it->name, "standard input (image %d)", i + 1);
+        st = gimg_read_pnm_stream(stdin, &it->in);
+        if (st)
+            j->stream_over = 1;
+        else if (!it->in.data) {
+            j->stream_over = 1;
+            free(it);
+            *state = NULL;
+            return GIMG_OK;
+        }
+        if (!st && j->d->transform) {
+            st = output_of(j, "-", i, &it->output);
+            /* One output name for many images: refuse before overwriting. */
+            if (!st && i > 0 && strcmp(it->output, "-") != 0 && !numbers_outputs(j->c->output)) {
+                j->stream_over = 1;
+                st = gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
+                                             "outputs with -o PATTERN using %%i");
+            }
+        }
+    } else {
+        const char *path = j->inputs[i];
+        snprintf(it->name, sizeof it->name, "%s", gimg_cli_name(path, 0));
+        if (strlen(path) >= sizeof it->name)
+            snprintf(it->name, sizeof it->name, "...%s", path + strlen(path) - 80);
+        st = decode_file(j, path, it->name, &it->in);
+        if (j->outputs)
+            it->output = j->outputs[i];
+    }
+    add_ms(j, GIMG_T_DECODE, gimg_now_ms() - t0);
+    return st;
+}
+
+static gimg_status compute(void *user, int lane, int i, void *state)
+{
+    job *j = user;
+    item *it = state;
+    double t0 = gimg_now_ms();
+    gimg_status st;
+    if (j->d->transform) {
+        st = j->d->transform(j->d->user, j->ctx, &it->in, &it->out);
+    } else {
+        FILE *f = open_memstream(&it->report, &it->report_len);
+        if (!f)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        st = j->d->report(j->d->user, j->ctx, it->name, &it->in, f);
+        if (fclose(f) != 0 && !st)
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&j->lock);
+    j->ms[GIMG_T_COMPUTE] += gimg_now_ms() - t0;
+    j->megapixels += (double)it->in.width * it->in.height / 1e6;
+    pthread_mutex_unlock(&j->lock);
+    gimg_image_free(&it->in);
+    return st;
+}
+
+static gimg_status store(void *user, int i, void *state)
+{
+    job *j = user;
+    item *it = state;
+    if (!it->output || !strcmp(it->output, "-"))
+        return GIMG_OK; /* standard output is written in order, by finish */
+    double t0 = gimg_now_ms();
+    gimg_status st = gimg_write(it->output, &it->out, &j->c->write);
+    add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
+    it->output_failed = st != GIMG_OK;
+    gimg_image_free(&it->out);
+    return st;
+}
+
+static void finish(void *user, int i, void *state, gimg_status st, const char *message)
+{
+    job *j = user;
+    item *it = state;
+    if (!st && it) {
+        if (it->report) {
+            fwrite(it->report, 1, it->report_len, stdout);
+        } else if (it->out.data) {
+            double t0 = gimg_now_ms();
+            st = gimg_write("-", &it->out, &j->c->write);
+            add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
+            if (st) {
+                it->output_failed = 1;
+                message = gimg_last_error();
+            }
+        }
+    }
+    if (st) {
+        j->n_failed++;
+        const char *name = it ? it->name : gimg_cli_name(j->stream ? "-" : j->inputs[i], 0);
+        if (it && it->output_failed)
+            name = gimg_cli_name(it->output, 1);
+        fprintf(stderr, "%s: %s: %s\n", j->d->tool, name, message);
+    }
+    if (it) {
+        gimg_image_free(&it->in);
+        gimg_image_free(&it->out);
+        free(it->report);
+        if (!j->outputs)
+            free(it->output);
+        free(it);
+    }
+}
+
+/* ------------------------------------------------------------- the job */
+
+/* Inputs: the operands that are inputs, then the --files-from list. */
+static gimg_status gather_inputs(job *j, char ***list_storage)
+{
+    const gimg_cli_common *c = j->c;
+    char **list = NULL;
+    int n_list = 0;
+    if (c->files_from) {
+        gimg_status st = gimg_read_file_list(c->files_from, c->null_separated, &list, &n_list);
+        if (st)
+            return gimg_fail(st, "--files-from %s: %s", gimg_cli_name(c->files_from, 0),
+                             gimg_last_error());
+    }
+    *list_storage = list;
+    j->inputs = malloc(((size_t)c->n_inputs + (size_t)n_list + 1) * sizeof *j->inputs);
+    if (!j->inputs)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    for (int i = 0; i < c->n_inputs; i++)
+        j->inputs[j->n_inputs++] = c->operands[i];
+    for (int i = 0; i < n_list; i++)
+        j->inputs[j->n_inputs++] = list[i];
+    if (j->n_inputs == 0)
+        return gimg_fail(GIMG_E_USAGE, "no input (the --files-from list is empty)");
+    return GIMG_OK;
+}
+
+/* Standard input as a PNM stream: when it is the only input and its data
+ * starts with 'P' (a PNM, PAM or PFM header). */
+static int is_stdin_stream(const job *j)
+{
+    if (j->n_inputs != 1 || strcmp(j->inputs[0], "-") != 0)
+        return 0;
+    int ch = getc(stdin);
+    if (ch == EOF)
+        return 0;
+    ungetc(ch, stdin);
+    return ch == 'P';
+}
+
+static gimg_status name_outputs(job *j)
+{
+    j->outputs = calloc((size_t)j->n_inputs, sizeof *j->outputs);
+    if (!j->outputs)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    for (int i = 0; i < j->n_inputs; i++) {
+        gimg_status st = output_of(j, j->inputs[i], i, &j->outputs[i]);
+        if (st)
+            return st;
+    }
+    if (j->n_inputs > 1 && !strcmp(j->c->output, "-"))
+        return GIMG_OK; /* several images to standard output: a stream */
+    return gimg_check_output_collisions(j->inputs, j->outputs, j->n_inputs);
+}
+
+static void report_rate(const job *j, int n_done, double wall_ms)
+{
+    fprintf(stderr, "%s: %d image%s in %.1f ms: %.1f images/s, %.1f megapixels/s\n",
+            j->d->tool, n_done, n_done == 1 ? "" : "s", wall_ms, n_done / (wall_ms / 1e3),
+            j->megapixels / (wall_ms / 1e3));
+}
+
+int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
+{
+    job j = {.d = d, .c = c};
+    char **list = NULL;
+    int rc = 0;
+    pthread_mutex_init(&j.lock, NULL);
+    gimg_status st = gather_inputs(&j, &list);
+    if (!st) {
+        j.ext = extension_of(c->write.format);
+        j.stream = is_stdin_stream(&j);
+        if (d->transform && !j.stream)
+            st = name_outputs(&j);
+    }
+    if (!st && d->transform && isatty(STDOUT_FILENO) && !strcmp(c->output, "-"))
+        st = gimg_fail(GIMG_E_USAGE, "refusing to write image data to a terminal (give OUTPUT, "
+                                     "-o, or redirect)");
+    if (!st)
+        st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
+    if (st) {
+        rc = gimg_cli_error(d->tool, NULL, st);
+        goto out;
+    }
+
+    /* The CPU works best with one image per core once there are several;
+     * the GPU serves one lane, and workers decode and encode around it. */
+    int cpus = gimg_cpu_count();
+    int n = j.stream ? -1 : j.n_inputs;
+    int many = n != 1;
+    int cpu_lanes = c->device.kind == GIMG_DEV_CPU || !gimg_built_with_cuda();
+    int lanes = cpu_lanes && many ? c->jobs : 1;
+    gimg_pipeline_spec spec = {
+        .n_items = n,
+        .workers = many ? c->jobs : 1,
+        .lanes = lanes,
+        .lane_threads = cpus / lanes > 1 ? cpus / lanes : 1,
+        .worker_threads = many ? (cpus / c->jobs > 1 ? cpus / c->jobs : 1) : cpus,
+        .ordered_load = j.stream,
+        .fail_fast = c->fail_fast,
+        .progress = c->progress == 1 || (c->progress < 0 && many && isatty(STDERR_FILENO)),
+        .load = load,
+        .compute = compute,
+        .store = store,
+        .finish = finish,
+        .user = &j,
+    };
+    double t0 = gimg_now_ms();
+    int n_done = 0;
+    st = gimg_pipeline_run(&spec, &n_done);
+    if (st && !j.n_failed) /* the pipeline itself failed */
+        fprintf(stderr, "%s: %s\n", d->tool, gimg_last_error());
+    rc = st ? 1 : 0;
+    if (c->verbose) {
+        for (int t = 0; t < GIMG_T_COUNT; t++)
+            gimg_ctx_add_time(j.ctx, (gimg_timer)t, j.ms[t]);
+        gimg_ctx_report(j.ctx, stderr, d->tool);
+        report_rate(&j, n_done, gimg_now_ms() - t0);
+    }
+    gimg_ctx_close(j.ctx);
+out:
+    if (j.outputs)
+        for (int i = 0; i < j.n_inputs; i++)
+            free(j.outputs[i]);
+    free(j.outputs);
+    free(j.inputs);
+    gimg_file_list_free(list);
+    pthread_mutex_destroy(&j.lock);
+    if (rc == 0)
+        rc = gimg_cli_close_stdout(d->tool);
+    return rc;
+}
