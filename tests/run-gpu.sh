@@ -40,7 +40,7 @@ sanitize() {
 }
 
 echo "== the CLI suites with GIMG_DEVICE=gpu, and compute-sanitizer (in parallel)"
-for t in tests/cli_g*.sh; do
+for t in tests/cli_g*.sh tests/cli_batch.sh; do
     name=${t##*/}
     (GIMG_DEVICE=gpu BUILD=$BUILD BIN=$BIN bash "$t" 2>&1 | grep -E '^(PASS|FAIL|SKIP): ' |
         sed 's/^\(PASS\|FAIL\|SKIP\): /\1: gpu: /' >"$logs/$name.log") &
