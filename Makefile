@@ -5,12 +5,18 @@
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
 #                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
+#   make fuzz       libFuzzer targets (clang); make fuzz-smoke runs each a while
+#   make test-valgrind  the CLI suites under valgrind memcheck
 #   make demo       installs what is missing, builds, runs every tool on samples
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Knobs: NVCC= (empty: CPU-only build), CUDA_ARCH="75 80 90" (GPU targets),
 # STB_INCLUDE=/usr/include/stb, DEFLATE_CFLAGS= DEFLATE_LIBS= (libdeflate
-# elsewhere), CUDA_HOME=, CC=, CFLAGS=, SANITIZE=1.
+# elsewhere), CUDA_HOME=, CC=, CFLAGS=, SANITIZE=1, FUZZ_CC=clang,
+# FUZZ_SECONDS=30 (per fuzz target), FUZZ_SMOKE=0 (make test without it).
+
+# `make` alone builds the tools, whatever rule comes first below.
+.DEFAULT_GOAL := all
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
@@ -67,7 +73,7 @@ $(BUILD)/config: FORCE | $(BUILD)/dirs
 	@echo '$(CONFIG)' | cmp -s - $@ || echo '$(CONFIG)' > $@
 FORCE:
 
-.PHONY: all test test-gpu bench tune demo install clean check-man FORCE
+.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench tune demo install clean check-man FORCE
 all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 	@echo "gimg: built $(TOOLS) in $(BIN)/ — backend: $(BACKEND)"
 
@@ -89,17 +95,53 @@ $(BIN)/%: $(BUILD)/cmd/%.o $(BUILD)/libgimg.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
 
 # ----------------------------------------------------------------- tests
-TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c)) $(BUILD)/tests/gen $(BUILD)/tests/imgcmp
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c)) $(BUILD)/tests/gen \
+             $(BUILD)/tests/imgcmp $(BUILD)/tests/fuzz/make_corpus
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libgimg.a tests/check.h
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
+$(BUILD)/tests/fuzz/%.o: CFLAGS += -Itests
+$(BUILD)/tests/fuzz/make_corpus.o: | $(BUILD)/tests/fuzz
+$(BUILD)/tests/fuzz:
+	@mkdir -p $@
 
-test: all $(TEST_BINS)
+# The fuzz smoke runs first when clang is there (not again under SANITIZE=1:
+# the fuzz targets are sanitized builds already).
+FUZZ_CC ?= clang
+FUZZ_SMOKE ?= $(if $(filter 1,$(SANITIZE)),0,$(if $(shell command -v $(FUZZ_CC) 2>/dev/null),1,0))
+test: all $(TEST_BINS) $(if $(filter 1,$(FUZZ_SMOKE)),fuzz-smoke)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run.sh
+
+test-valgrind: all $(TEST_BINS)
+	@BUILD=$(BUILD) BIN=$(BIN) tests/valgrind.sh
 
 # One GPU == CPU differential test per operation: tests/gpudiff_<op>.c.
 GPUDIFF_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/gpudiff_*.c))
 test-gpu: all $(TEST_BINS) $(GPUDIFF_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/run-gpu.sh
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets (tests/fuzz/fuzz_*.c) over libgimg's C sources, built
+# again with clang, ASan and UBSan, CPU only, in $(FUZZ_BUILD); see
+# tests/fuzz/fuzz.h. stb gets the same exemption as under SANITIZE=1.
+FUZZ_BUILD := $(BUILD)/fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) \
+               -Wno-pass-failed -Wno-unknown-warning-option \
+               -Ilib -Ikernels -Itests -Itests/fuzz -isystem $(STB_INCLUDE) $(DEFLATE_CFLAGS)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(FUZZ_BUILD)/%.o: %.c $(wildcard lib/*.h) $(wildcard tests/*.h) $(wildcard tests/fuzz/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/lib/stb_impl.o: FUZZ_CFLAGS += -fno-sanitize=shift
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEFLATE_LIBS) -lm
+$(FUZZ_BUILD)/make_corpus: $(FUZZ_BUILD)/tests/fuzz/make_corpus.o $(FUZZ_LIB_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ $(DEFLATE_LIBS) -lm
+fuzz: $(FUZZ_TARGETS) $(FUZZ_BUILD)/make_corpus
+fuzz-smoke: fuzz
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh
 
 # ------------------------------------------------------------- benchmarks
 NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppif -lnppist -lnppidei -lnppc,)

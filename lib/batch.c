@@ -37,7 +37,8 @@ gimg_status gimg_read_file_list(const char *path, int nul, char ***paths, int *n
         return gimg_fail(GIMG_E_NOMEM, "out of memory reading the list of files");
     }
     char *text = (char *)list + ptr_bytes;
-    memcpy(text, buf, len);
+    if (len) /* memcpy's source must not be NULL, even for 0 bytes */
+        memcpy(text, buf, len);
     text[len] = '\0';
     gimg_slurp_free(buf, len);
     int k = 0;

@@ -16,6 +16,12 @@ struct gimg_gpu;
  * when --device gpu was asked for and no GPU can be used. */
 gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes,
                             struct gimg_gpu **gpu);
+/* After an operation's GPU path failed with st: GIMG_OK when the operation
+ * should now run on the CPU instead, which is when the GPU ran out of
+ * memory (GIMG_E_NOMEM from gimg_gpu_malloc, GIMG_GPU_MEM_LIMIT included;
+ * -v then says so); otherwise st, for the operation to return. The CPU
+ * gives the same result, so a GPU too small is never an error. */
+gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st);
 /* GPU time detail for -v: kernel time (events) and transfer time. */
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms);
 

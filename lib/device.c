@@ -23,8 +23,9 @@ struct gimg_ctx {
     int verbose;
     double t_ms[GIMG_T_COUNT];
     double gpu_kernel_ms, gpu_transfer_ms;
-    int ran_cpu, ran_gpu;           /* which backends ran, for -v */
-    char why_cpu[512];              /* why auto stayed on the CPU */
+    int ran_cpu;                    /* for -v: whether an operation ran on the CPU, */
+    int ran_gpu;                    /* and how many on the GPU */
+    char why_cpu[512];              /* why auto stayed on the CPU, or fell back to it */
 #ifdef GIMG_HAVE_CUDA
     pthread_t init_thread;
     int init_started, init_done;
@@ -154,13 +155,13 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
         if (st)
             return st;
         *gpu = ctx->gpu;
-        ctx->ran_gpu = 1;
+        ctx->ran_gpu++;
         return GIMG_OK;
     }
     if (work_bytes >= auto_min_bytes) {
         if (finish_init(ctx) == GIMG_OK) {
             *gpu = ctx->gpu;
-            ctx->ran_gpu = 1;
+            ctx->ran_gpu++;
             return GIMG_OK;
         }
         snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "%s", ctx->init_error);
@@ -173,6 +174,17 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
     (void)auto_min_bytes;
     snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "built without CUDA");
 #endif
+    ctx->ran_cpu = 1;
+    return GIMG_OK;
+}
+
+gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
+{
+    if (st != GIMG_E_NOMEM)
+        return st;
+    snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "%s; ran on the CPU instead", gimg_last_error());
+    if (ctx->ran_gpu > 0)
+        ctx->ran_gpu--;
     ctx->ran_cpu = 1;
     return GIMG_OK;
 }

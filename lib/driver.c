@@ -1,6 +1,7 @@
 /* driver.c — inputs, outputs, streams and the pipeline for every tool. */
 #include "driver.h"
 #include "batch.h"
+#include "io_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -63,8 +64,13 @@ static gimg_status output_of(const job *j, const char *input, int i, char **out)
 static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
+    const size_t limit = gimg_max_input_bytes();
     unsigned char *b = malloc(cap);
     for (size_t got = 1; b && got > 0;) {
+        if (n == cap && cap >= limit) {   /* an endless input, such as /dev/zero */
+            free(b);
+            return gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
+        }
         if (n == cap) {
             unsigned char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
             if (!bigger)
@@ -372,7 +378,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     st = gimg_pipeline_run(&spec, &n_done);
     if (st && !j.n_failed) /* the pipeline itself failed */
         fprintf(stderr, "%s: %s\n", d->tool, gimg_last_error());
-    rc = st ? 1 : 0;
+    rc = st || j.n_failed ? 1 : 0; /* finish's own writes to stdout fail there */
     if (c->verbose) {
         for (int t = 0; t < GIMG_T_COUNT; t++)
             gimg_ctx_add_time(j.ctx, (gimg_timer)t, j.ms[t]);

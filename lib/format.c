@@ -88,8 +88,16 @@ gimg_format gimg_format_sniff(const unsigned char *buf, size_t len)
         return GIMG_FMT_UNKNOWN;
     if (starts_with(buf, len, "\x89PNG\r\n\x1a\n", 8))
         return GIMG_FMT_PNG;
-    if (starts_with(buf, len, "\xff\xd8\xff", 3))
-        return GIMG_FMT_JPEG;
+    /* stb_image takes any number of 0xFF fill bytes before the SOI marker:
+     * so must we, or such a file would reach stb as "TGA" below and be
+     * decoded as JPEG without the JPEG prechecks. */
+    if (buf[0] == 0xff) {
+        size_t i = 1;
+        while (i < len && buf[i] == 0xff)
+            i++;
+        if (i < len && buf[i] == 0xd8)
+            return GIMG_FMT_JPEG;
+    }
     if (starts_with(buf, len, "BM", 2))
         return GIMG_FMT_BMP;
     if (starts_with(buf, len, "#?RADIANCE", 10) || starts_with(buf, len, "#?RGBE", 6))

@@ -54,6 +54,57 @@ gimg_status gimg_hist_compute_cpu(const gimg_image *im, const gimg_hist_params *
                                   gimg_hist *out);
 void gimg_hist_free(gimg_hist *h);
 
+/* ------------------------------------------------------------ equalization */
+
+/*
+ * Histogram equalization (ghist --equalize), written into *out (allocated
+ * here, the caller frees it with gimg_image_free), same layout as in.
+ *
+ * Each equalized channel is remapped through its own cumulative histogram
+ * over every sample value (256 values for 8-bit, 65536 for 16-bit; for
+ * float, 65536 bins over [0, 1] with values outside clamped into the end
+ * bins): with N counted samples, cdf(v) the number of samples <= v and
+ * cdf_min that of the darkest value present,
+ *     v' = round((cdf(v) - cdf_min) / (N - cdf_min) * max)
+ * with max = 255, 65535 or 1.0 (float results are not rounded). A channel
+ * with a single value is left as it is. NaN stays NaN.
+ *
+ * luma_only = 0: gray, red, green and blue are each equalized on their
+ * own. luma_only = 1 (RGB images): the luma Y of each pixel (Rec. 709, as
+ * the histograms count it) is equalized to Y', and Y' - Y is added to
+ * red, green and blue (clamped to the sample range), which keeps the
+ * pixel's chroma, hence its hue. Alpha is never changed.
+ *
+ * The histograms are counted on the device ctx chooses; the mapping is
+ * exact integer (8/16-bit) or a fixed sequence of double operations
+ * (float) on the CPU, so every device gives the same image.
+ */
+gimg_status gimg_hist_equalize(gimg_ctx *ctx, const gimg_image *in, int luma_only,
+                               gimg_image *out);
+
+/* ------------------------------------------------------------------ plots */
+
+typedef struct {
+    const char *title;       /* drawn above the plot (the file name); NULL for none */
+    int width, height;       /* pixels; 0 for the default 800 x 480 */
+    int cumulative;          /* plot running sums (with below) instead of counts */
+    int normalize;           /* the y axis in fractions of the pixels instead of counts */
+    uint64_t pixels;         /* the pixel count, for normalize */
+} gimg_hist_plot_opts;
+
+/* Draws channel c of h for every bit c of mask, each as a filled curve in
+ * the colour its name says (names[c]: red, green, blue, gray, alpha or
+ * luma), with axes, ticks, tick labels, a legend and the title, into an
+ * RGB 8-bit image allocated here (the caller frees it). */
+gimg_status gimg_hist_plot(const gimg_hist *h, unsigned mask, const char *const *names,
+                           const gimg_hist_plot_opts *o, gimg_image *out);
+
+/* ---------------------------------------------------------------- parsing */
+
+/* Parses "LO:HI" (two finite decimal numbers, LO < HI) for --range. On
+ * failure *lo and *hi are unchanged and the status is GIMG_E_USAGE. */
+gimg_status gimg_hist_parse_range(const char *s, double *lo, double *hi);
+
 #ifdef __cplusplus
 }
 #endif

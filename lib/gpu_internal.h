@@ -44,7 +44,20 @@ typedef struct gimg_gpu {
     /* Device buffers kept across images and grown on demand. */
     void *d_buf[2];
     size_t d_cap[2];
+    /* Device memory held through gimg_gpu_malloc, and its ceiling:
+     * GIMG_GPU_MEM_LIMIT, or SIZE_MAX. */
+    size_t d_used_bytes, d_limit_bytes;
 } gimg_gpu;
+
+/* Every device allocation of libgimg goes through these two, so that
+ * GIMG_GPU_MEM_LIMIT (bytes of device memory gimg may hold at once, read
+ * once per process) holds, and so that running out of device memory, real
+ * or under the limit, is GIMG_E_NOMEM with a message saying so. An
+ * operation that gets GIMG_E_NOMEM from its GPU path hands it to
+ * gimg_ctx_gpu_fallback() (ctx_internal.h), which has it run on the CPU.
+ * gimg_gpu_free takes the size that was allocated. */
+gimg_status gimg_gpu_malloc(gimg_gpu *g, void **d_ptr, size_t bytes);
+void gimg_gpu_free(gimg_gpu *g, void *d_ptr, size_t bytes);
 
 /* Sets the device up on the calling thread (the slow part: CUDA's start-up).
  * The caller frees *out with gimg_gpu_close(). */

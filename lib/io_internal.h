@@ -13,6 +13,11 @@
  * PIC, TIFF, WebP), its name; otherwise NULL. */
 const char *gimg_io_unsupported_format(const unsigned char *buf, size_t len);
 
+/* -------------------------------------------------------------- read.c */
+
+/* The largest input gimg_slurp() reads (from the pixel limit; see read.c). */
+size_t gimg_max_input_bytes(void);
+
 /* --------------------------------------------------------------- pnm.c */
 
 /* Header facts of the first image of a PNM/PAM/PFM buffer. */

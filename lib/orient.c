@@ -193,9 +193,13 @@ gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, 
         return st;
 #ifdef GIMG_HAVE_CUDA
     if (gpu) {
-        if ((st = orient_gpu(ctx, gpu, in, op, out)))
-            gimg_image_free(out);
-        return st;
+        st = orient_gpu(ctx, gpu, in, op, out);
+        /* A GPU out of memory leaves the work to the CPU. */
+        if (st == GIMG_OK || (st = gimg_ctx_gpu_fallback(ctx, st)) != GIMG_OK) {
+            if (st)
+                gimg_image_free(out);
+            return st;
+        }
     }
 #endif
     gimg_orient_cpu_into(in, op, out);

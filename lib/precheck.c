@@ -7,6 +7,7 @@
  */
 #include "precheck_internal.h"
 
+#include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,45 +107,60 @@ gimg_status gimg_hdr_validate(const unsigned char *buf, size_t len)
     return GIMG_OK;
 }
 
-static unsigned be16(const unsigned char *p) { return (unsigned)p[0] << 8 | p[1]; }
 static unsigned le16(const unsigned char *p) { return (unsigned)p[1] << 8 | p[0]; }
 static uint32_t le32(const unsigned char *p)
 {
     return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
 }
 
+/* The byte at i, or 0 past the end: what stb reads there. */
+static unsigned byte_at(const unsigned char *b, size_t len, size_t i)
+{
+    return i < len ? b[i] : 0;
+}
+
 /* JPEG: a DHT segment's 16 code-length counts may add up to 4080, and
  * stb 2.27 builds the table into a 257-entry array without checking (later
- * stb refuses more than 256). Walks the markers, skipping entropy-coded
- * data after each SOS, and checks every Huffman table. */
+ * stb refuses more than 256). The segment at p (its length field) is read
+ * as stb reads it: table after table until its length is used up, with
+ * zeros past the end of the file. */
+static gimg_status dht_check(const unsigned char *b, size_t len, size_t p)
+{
+    long left = (long)(byte_at(b, len, p) << 8 | byte_at(b, len, p + 1)) - 2;
+    for (size_t q = p + 2; left > 0 && q < len;) {
+        unsigned codes = 0;
+        for (size_t i = 1; i <= 16; i++)
+            codes += byte_at(b, len, q + i);
+        if (codes > 256)
+            return gimg_fail(GIMG_E_FORMAT,
+                             "corrupt JPEG: a Huffman table of %u codes (at most 256)", codes);
+        q += 17 + codes;
+        left -= 17 + (long)codes;
+    }
+    return GIMG_OK;
+}
+
+/* Walks the markers as stb does, skipping entropy-coded data after each SOS
+ * and, like stb, any stray bytes between segments, and checks every DHT. */
 static gimg_status jpeg_check(const unsigned char *b, size_t len)
 {
-    size_t p = 2;
-    while (p + 4 <= len) {
-        if (b[p] != 0xFF)
-            return GIMG_OK;                              /* stb reports it */
+    size_t p = 0;                                        /* fill bytes, then SOI */
+    while (p + 1 < len) {
+        if (b[p] != 0xFF) {
+            p++;
+            continue;
+        }
         const unsigned m = b[p + 1];
-        if (m == 0xFF || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) {
+        if (m == 0xFF || m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) {
             p += m == 0xFF ? 1 : 2;                      /* fill byte, or no length */
             continue;
         }
         if (m == 0xD9)
             return GIMG_OK;                              /* end of image */
-        const size_t seg = be16(b + p + 2), end = p + 2 + seg;
-        if (seg < 2 || end > len)
-            return GIMG_OK;                              /* stb reports truncation */
-        if (m == 0xC4)
-            for (size_t q = p + 4; q + 17 <= end;) {
-                unsigned codes = 0;
-                for (int i = 1; i <= 16; i++)
-                    codes += b[q + i];
-                if (codes > 256)
-                    return gimg_fail(GIMG_E_FORMAT,
-                                     "corrupt JPEG: a Huffman table of %u codes (at most 256)",
-                                     codes);
-                q += 17 + codes;
-            }
-        p = end;
+        gimg_status st;
+        if (m == 0xC4 && (st = dht_check(b, len, p + 2)))
+            return st;
+        p += 2 + (byte_at(b, len, p + 2) << 8 | byte_at(b, len, p + 3));
         if (m == 0xDA)                                   /* skip the entropy-coded data */
             while (p + 1 < len && !(b[p] == 0xFF && b[p + 1] != 0 &&
                                     !(b[p + 1] >= 0xD0 && b[p + 1] <= 0xD7)))
@@ -158,19 +174,32 @@ static gimg_status truncated_pixels(const char *format)
     return gimg_fail(GIMG_E_FORMAT, "truncated %s data", format);
 }
 
-/* BMP: uncompressed pixel rows (BI_RGB, BI_BITFIELDS) must all be there. */
+/* BMP: the header, the palette and the uncompressed pixel rows (BI_RGB,
+ * BI_BITFIELDS) must all be there: stb reads what is missing as zeros. */
 static gimg_status bmp_check(const unsigned char *b, size_t len)
 {
-    if (len < 34)
-        return GIMG_OK;                                  /* stb reports it */
+    if (len < 18)
+        return gimg_fail(GIMG_E_FORMAT, "truncated BMP header");
     const uint32_t offset = le32(b + 10), header = le32(b + 14);
-    if (header < 40)
-        return GIMG_OK;                                  /* old OS/2 header: stb checks */
-    const int64_t w = (int32_t)le32(b + 18), h = (int32_t)le32(b + 22);
-    const unsigned bpp = le16(b + 28);
-    const uint32_t compression = le32(b + 30);
+    if (header != 12 && header < 40)
+        return GIMG_OK;                                  /* stb reports it */
+    if (len < 14 + (size_t)header)
+        return gimg_fail(GIMG_E_FORMAT, "truncated BMP header");
+    const int os2 = header == 12;
+    const int64_t w = os2 ? (int64_t)le16(b + 18) : (int64_t)(int32_t)le32(b + 18);
+    const int64_t h = os2 ? (int64_t)le16(b + 20) : (int64_t)(int32_t)le32(b + 22);
+    const unsigned bpp = le16(b + (os2 ? 24 : 28));
+    const uint32_t compression = os2 ? 0 : le32(b + 30);
     if ((compression != 0 && compression != 3) || w <= 0 || h == 0 || bpp == 0 || bpp > 32)
         return GIMG_OK;
+    if (bpp <= 8) {
+        /* The palette: as many entries as the header says it uses (all of
+         * them when it says 0), each 3 bytes (OS/2) or 4. */
+        const uint64_t used = os2 ? 0 : le32(b + 46);
+        const uint64_t entries = used && used < (1u << bpp) ? used : 1u << bpp;
+        if (14 + (uint64_t)header + entries * (os2 ? 3 : 4) > len)
+            return gimg_fail(GIMG_E_FORMAT, "truncated BMP palette");
+    }
     const uint64_t row = ((uint64_t)bpp * (uint64_t)w + 31) / 32 * 4;
     const uint64_t rows = (uint64_t)(h < 0 ? -h : h);
     if (row > ((uint64_t)1 << 40) / rows || (uint64_t)offset + row * rows > len)
@@ -206,9 +235,70 @@ static gimg_status tga_check(const unsigned char *b, size_t len)
     return GIMG_OK;
 }
 
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int is_letter(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+/* PNG: stb reads a chunk that runs past the end of the file as zeros and
+ * never checks a CRC. Walks the chunks up to IEND: each must be complete
+ * and properly named, and the CRC of every critical chunk (first letter
+ * upper-case: IHDR, PLTE, IDAT, IEND) and of tRNS, the one ancillary chunk
+ * that changes pixels, must match, as libpng requires by default (IDAT's,
+ * the bulk of the file, only with check_idat_crc). Other ancillary chunks (text, colour profiles, times) are
+ * ignored by the decoder, so their CRCs are not checked, as libpng only
+ * warns about them. Data after IEND is ignored, as by libpng. */
+gimg_status gimg_png_precheck(const unsigned char *b, size_t len, int check_idat_crc,
+                              int *channels)
+{
+    if (len < 8 || memcmp(b, "\x89PNG\r\n\x1a\n", 8) != 0)
+        return gimg_fail(GIMG_E_FORMAT, "not a PNG file");
+    int color = -1, trns = 0, idat = 0;
+    for (size_t p = 8;;) {
+        if (len - p < 12)
+            return gimg_fail(GIMG_E_FORMAT, "truncated PNG file (%s)",
+                             p == len ? "no IEND chunk" : "a chunk is cut short");
+        const uint32_t n = be32(b + p);
+        const unsigned char *type = b + p + 4;
+        if (!is_letter(type[0]) || !is_letter(type[1]) || !is_letter(type[2]) ||
+            !is_letter(type[3]))
+            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: invalid chunk type at byte %zu", p);
+        if (n > 0x7fffffffu)
+            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: %.4s chunk of %u bytes", type, n);
+        if (len - p - 12 < n)
+            return gimg_fail(GIMG_E_FORMAT, "truncated PNG file (the %.4s chunk is cut short)",
+                             type);
+        const int critical = type[0] <= 'Z', is_idat = memcmp(type, "IDAT", 4) == 0;
+        if ((critical || memcmp(type, "tRNS", 4) == 0) && (check_idat_crc || !is_idat) &&
+            libdeflate_crc32(0, type, (size_t)n + 4) != be32(b + p + 8 + n))
+            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: CRC mismatch in the %.4s chunk",
+                             type);
+        if (memcmp(type, "IHDR", 4) == 0 && n >= 13)
+            color = b[p + 17];
+        else if (memcmp(type, "tRNS", 4) == 0 && !idat)
+            trns = 1;
+        else if (is_idat)
+            idat = 1;
+        else if (memcmp(type, "IEND", 4) == 0)
+            break;
+        p += 12 + (size_t)n;
+    }
+    /* What stb decodes to: tRNS adds alpha to gray, RGB and palette images. */
+    if (channels)
+        *channels = color == 0 ? 1 + trns : color == 2 || color == 3 ? 3 + trns
+                  : color == 4 ? 2 : 4;
+    return GIMG_OK;
+}
+
 gimg_status gimg_precheck(gimg_format f, const unsigned char *buf, size_t len)
 {
     switch (f) {
+    case GIMG_FMT_PNG: return gimg_png_precheck(buf, len, 1, NULL);
     case GIMG_FMT_HDR: return gimg_hdr_validate(buf, len);
     case GIMG_FMT_JPEG: return jpeg_check(buf, len);
     case GIMG_FMT_BMP: return bmp_check(buf, len);

@@ -17,7 +17,7 @@
  * pixel limit (64 bytes a pixel covers plain-text PAM with 4 16-bit samples
  * and room to spare, plus 64 MiB for metadata), yet it stops an endless
  * stream such as /dev/zero before it exhausts memory. */
-static size_t max_input_bytes(void)
+size_t gimg_max_input_bytes(void)
 {
     uint64_t px = gimg_max_pixels(), lim;
     if (__builtin_mul_overflow(px, (uint64_t)64, &lim) ||
@@ -33,7 +33,7 @@ static size_t max_input_bytes(void)
  * 48 MB file into fresh 4 KiB pages cost 40-90 ms here; mapping it, 3 ms. */
 static gimg_status read_stream(int fd, unsigned char **buf, size_t *len)
 {
-    const size_t limit = max_input_bytes();
+    const size_t limit = gimg_max_input_bytes();
     size_t cap = (size_t)4 << 20, n = 0;
     unsigned char *b = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED)
@@ -95,7 +95,7 @@ gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len)
     } else if (S_ISDIR(st.st_mode)) {
         res = gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
     } else if (S_ISREG(st.st_mode) && st.st_size > 0) {
-        const size_t limit = max_input_bytes();
+        const size_t limit = gimg_max_input_bytes();
         if ((uint64_t)st.st_size > limit) {
             res = gimg_fail(GIMG_E_LIMIT, "file of %lld bytes is over the input limit of %zu",
                             (long long)st.st_size, limit);
@@ -121,6 +121,17 @@ void gimg_slurp_free(unsigned char *buf, size_t len)
 {
     if (buf)
         munmap(buf, len);
+}
+
+/* stb's reason for the last failure. stb tries every format's signature in
+ * turn, and a decoder that fails without a reason of its own leaves the PNG
+ * test's "bad png sig" behind, which would name the wrong format. */
+static const char *stb_reason(gimg_format f)
+{
+    const char *why = stbi_failure_reason();
+    if (!why || (f != GIMG_FMT_PNG && strcmp(why, "bad png sig") == 0))
+        return "corrupt data";
+    return why;
 }
 
 static const char *stb_format_name(gimg_format f)
@@ -180,7 +191,9 @@ gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *i
         return gimg_pnm_probe(buf, len, info);
 
     gimg_status st;
-    if (f == GIMG_FMT_PNG && (st = check_png_size(buf, len)))
+    int png_channels = 0;
+    if (f == GIMG_FMT_PNG &&
+        ((st = check_png_size(buf, len)) || (st = gimg_png_precheck(buf, len, 0, &png_channels))))
         return st;
     /* stb's JPEG header parse already builds the Huffman tables. */
     if (f == GIMG_FMT_JPEG && (st = gimg_precheck(f, buf, len)))
@@ -188,11 +201,16 @@ gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *i
     int w, h, c, n = stb_len(len);
     if (!stbi_info_from_memory(buf, n, &w, &h, &c))
         return gimg_fail(GIMG_E_FORMAT, "invalid %s header (%s)", stb_format_name(f),
-                         stbi_failure_reason());
+                         stb_reason(f));
+    /* stb's BMP probe passes on a top-down file's negative height, which
+     * its loader (and we) read as the image's height. */
+    if (f == GIMG_FMT_BMP && h < 0 && h != INT_MIN)
+        h = -h;
     info->format = f;
     info->width = w;
     info->height = h;
-    info->channels = c;
+    /* stb's probe leaves out the alpha a PNG's tRNS chunk adds. */
+    info->channels = f == GIMG_FMT_PNG ? png_channels : c;
     info->sample = f == GIMG_FMT_HDR && stbi_is_hdr_from_memory(buf, n) ? GIMG_F32
                  : stbi_is_16_bit_from_memory(buf, n)                  ? GIMG_U16
                                                                        : GIMG_U8;
@@ -227,11 +245,11 @@ gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image 
     else
         px = stbi_load_from_memory(buf, (int)len, &w, &h, &c, 0);
     if (!px) {
-        const char *why = stbi_failure_reason();
-        if (why && strcmp(why, "outofmem") == 0)
+        const char *why = stb_reason(info.format);
+        if (strcmp(why, "outofmem") == 0)
             return gimg_fail(GIMG_E_NOMEM, "out of memory decoding %s", stb_format_name(info.format));
         return gimg_fail(GIMG_E_FORMAT, "corrupt or unsupported %s file (%s)",
-                         stb_format_name(info.format), why ? why : "unknown error");
+                         stb_format_name(info.format), why);
     }
     size_t row;
     if ((st = gimg_check_size(w, h, c, info.sample, &row, NULL))) {

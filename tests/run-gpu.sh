@@ -21,7 +21,9 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
 echo "== differential tests (GPU == CPU)"
-for d in "$BUILD"/tests/gpudiff_*; do
+# The programs, not their objects beside them.
+GPUDIFF=$(find "$BUILD/tests" -maxdepth 1 -name 'gpudiff_*' ! -name '*.o' | sort)
+for d in $GPUDIFF; do
     "$d" 2>&1 | tee "$logs/${d##*/}.log"
 done
 
@@ -46,7 +48,7 @@ for t in tests/cli_g*.sh tests/cli_batch.sh; do
         sed 's/^\(PASS\|FAIL\|SKIP\): /\1: gpu: /' >"$logs/$name.log") &
 done
 if command -v compute-sanitizer >/dev/null; then
-    for d in "$BUILD"/tests/gpudiff_*; do
+    for d in $GPUDIFF; do
         for tool in memcheck racecheck initcheck synccheck; do
             sanitize "$tool" "$d" >"$logs/san-$tool-${d##*/}.log" 2>&1 &
         done

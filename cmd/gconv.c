@@ -1,0 +1,204 @@
+/*
+ * gconv — convolves an image with named or custom kernels, on the CPU or
+ * the GPU, with identical results.
+ *
+ *   gconv -k SPEC [-k SPEC...] [options] INPUT [OUTPUT]       see gconv(1)
+ *
+ * Exit status: 0 success, 1 runtime error, 2 usage error (kernel
+ * specifications included, checked before the input is read).
+ */
+#include "cli.h"
+#include "gimg_conv.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOOL "gconv"
+#define MAX_KERNELS 64
+
+enum { OPT_KERNEL, OPT_CORRELATE, OPT_NORMALIZE, OPT_SCALE, OPT_BIAS, OPT_ABS, OPT_BORDER,
+       OPT_ALPHA };
+
+static const gimg_cli_option k_options[] = {
+    {"kernel", 'k', "SPEC",
+     "a named kernel (NAME[:ARG[:ARG]]), rows of numbers ('1 2 1; 2 4 2; 1 2 1') or @FILE; "
+     "repeat to apply several in order", OPT_KERNEL},
+    {"correlate", 0, NULL, "apply custom kernels unrotated (correlation)", OPT_CORRELATE},
+    {"normalize", 0, NULL, "divide custom kernels by their sum (when it is not zero)",
+     OPT_NORMALIZE},
+    {"scale", 0, "F", "multiply the result by F (default 1)", OPT_SCALE},
+    {"bias", 0, "B", "add B to the result, after --scale (default 0)", OPT_BIAS},
+    {"abs", 0, NULL, "take the absolute value of the result before rounding", OPT_ABS},
+    {"border", 0, "MODE", "clamp (default), mirror, reflect, wrap or zero", OPT_BORDER},
+    {"alpha", 0, "MODE", "premultiply (default), keep or include", OPT_ALPHA},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+typedef struct {
+    const char *specs[MAX_KERNELS];
+    int n_specs, correlate, normalize;
+    gimg_conv_opts opts;
+} settings;
+
+static gimg_status pick(const char *what, const char *arg, const char *const *names, int n,
+                        int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(arg, names[i])) {
+            *out = i;
+            return GIMG_OK;
+        }
+    return gimg_fail(GIMG_E_USAGE, "%s: unknown mode '%s'", what, arg);
+}
+
+static gimg_status handle_option(void *user, int key, const char *arg)
+{
+    settings *s = user;
+    static const char *const borders[] = {"clamp", "mirror", "reflect", "wrap", "zero"};
+    static const char *const alphas[] = {"premultiply", "keep", "include"};
+    double v;
+    int m = 0;
+    gimg_status st = GIMG_OK;
+    switch (key) {
+    case OPT_KERNEL:
+        if (s->n_specs == MAX_KERNELS)
+            return gimg_fail(GIMG_E_USAGE, "too many kernels (at most %d)", MAX_KERNELS);
+        s->specs[s->n_specs++] = arg;
+        break;
+    case OPT_CORRELATE: s->correlate = 1; break;
+    case OPT_NORMALIZE: s->normalize = 1; break;
+    case OPT_ABS: s->opts.absolute = 1; break;
+    case OPT_SCALE:
+        if (!(st = gimg_cli_parse_double("--scale", arg, -1e30, 1e30, &v)))
+            s->opts.scale = (float)v;
+        break;
+    case OPT_BIAS:
+        if (!(st = gimg_cli_parse_double("--bias", arg, -1e30, 1e30, &v)))
+            s->opts.bias = (float)v;
+        break;
+    case OPT_BORDER:
+        if (!(st = pick("--border", arg, borders, 5, &m)))
+            s->opts.border = (gimg_border)m;
+        break;
+    case OPT_ALPHA:
+        if (!(st = pick("--alpha", arg, alphas, 3, &m)))
+            s->opts.alpha = (gimg_alpha_mode)m;
+        break;
+    }
+    return st;
+}
+
+/* Read, convolve, write. Returns the exit status; prints its own errors. */
+static int run(const gimg_cli_common *c, const settings *s, gimg_ctx *ctx)
+{
+    const char *in_name = gimg_cli_name(c->input, 0);
+    const char *out_name = gimg_cli_name(c->output, 1);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    gimg_image in = {0}, out = {0};
+
+    double t0 = gimg_now_ms();
+    gimg_status st = gimg_slurp(c->input, &buf, &len);
+    if (st)
+        return gimg_cli_error(TOOL, in_name, st);
+    gimg_info info;
+    size_t bytes;
+    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
+        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
+            GIMG_OK)
+        gimg_ctx_prepare(ctx, bytes);
+    st = gimg_decode_memory(buf, len, &in);
+    gimg_slurp_free(buf, len);
+    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
+    if (st)
+        return gimg_cli_error(TOOL, in_name, st);
+    if (c->verbose) {
+        fprintf(stderr, "%s: %s: %dx%d, %d channels, %d-bit%s\n", TOOL, in_name, in.width,
+                in.height, in.channels, 8 * (int)in.sample, in.sample == GIMG_F32 ? " float" : "");
+        for (int i = 0; i < s->opts.n_kernels; i++) {
+            const gimg_kernel *k = &s->opts.kernels[i];
+            fprintf(stderr, "%s: kernel %d: %s, %dx%d, %s\n", TOOL, i + 1, k->name, k->width,
+                    k->height, k->kind == GIMG_KERNEL_SEPARABLE ? "separable"
+                               : k->kind == GIMG_KERNEL_MAGNITUDE ? "gradient magnitude" : "dense");
+        }
+    }
+
+    t0 = gimg_now_ms();
+    st = gimg_conv(ctx, &in, &s->opts, &out);
+    gimg_ctx_add_time(ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
+    gimg_image_free(&in);
+    if (st)
+        return gimg_cli_error(TOOL, NULL, st);
+
+    t0 = gimg_now_ms();
+    st = gimg_write(c->output, &out, &c->write);
+    gimg_ctx_add_time(ctx, GIMG_T_ENCODE, gimg_now_ms() - t0);
+    gimg_image_free(&out);
+    if (st)
+        return gimg_cli_error(TOOL, out_name, st);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    settings s = {0};
+    gimg_conv_opts_init(&s.opts);
+    const gimg_cli_spec spec = {
+        .tool = TOOL,
+        .description = "Convolve each channel of an image with one or more kernels.",
+        .options = k_options,
+        .handle = handle_option,
+        .user = &s,
+        .epilogue =
+            "Named kernels: box:R, gaussian:SIGMA[:RADIUS], sharpen, unsharp:SIGMA[:AMOUNT],\n"
+            "laplacian, log:SIGMA, emboss, edge, sobel-x, sobel-y, scharr-x, scharr-y,\n"
+            "prewitt-x, prewitt-y, and sobel, scharr, prewitt (gradient magnitude).\n"
+            "INPUT and OUTPUT may be '-' for standard input and output; without\n"
+            "OUTPUT or -o the image goes to standard output.",
+    };
+    gimg_cli_common c;
+    int rc = gimg_cli_done(&spec, &c, gimg_cli_parse(&spec, argc, argv, &c));
+    if (rc >= 0)
+        return rc;
+    if (s.n_specs == 0)
+        return gimg_cli_error(TOOL, NULL, gimg_fail(GIMG_E_USAGE, "no kernel: give -k SPEC"));
+
+    /* Every kernel is parsed (and every kernel file read) before the input. */
+    gimg_kernel kernels[MAX_KERNELS];
+    memset(kernels, 0, sizeof kernels);
+    for (int i = 0; i < s.n_specs; i++) {
+        gimg_status st = gimg_kernel_parse(s.specs[i], s.correlate, s.normalize, &kernels[i]);
+        if (st) {
+            for (int j = 0; j <= i; j++)
+                gimg_kernel_free(&kernels[j]);
+            return gimg_cli_error(TOOL, NULL, st);
+        }
+    }
+    s.opts.kernels = kernels;
+    s.opts.n_kernels = s.n_specs;
+
+    rc = 0;
+    if (strcmp(c.output, "-") == 0 && isatty(STDOUT_FILENO))
+        rc = gimg_cli_error(TOOL, NULL,
+                            gimg_fail(GIMG_E_USAGE, "refusing to write image data to a "
+                                                    "terminal (give OUTPUT or redirect)"));
+    gimg_ctx *ctx = NULL;
+    if (!rc) {
+        gimg_install_signal_cleanup();
+        gimg_status st = gimg_ctx_open(&c.device, c.verbose, &ctx);
+        if (st)
+            rc = gimg_cli_error(TOOL, NULL, st);
+    }
+    if (!rc) {
+        rc = run(&c, &s, ctx);
+        if (rc == 0 && c.verbose)
+            gimg_ctx_report(ctx, stderr, TOOL);
+    }
+    gimg_ctx_close(ctx);
+    for (int i = 0; i < s.n_specs; i++)
+        gimg_kernel_free(&kernels[i]);
+    if (rc)
+        return rc;
+    return gimg_cli_close_stdout(TOOL);
+}

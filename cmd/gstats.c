@@ -1,0 +1,656 @@
+/*
+ * gstats — per-channel statistics of images, and the comparison of images
+ * with a reference, as a table, bare numbers, JSON or CSV.
+ *
+ *   gstats [options] INPUT...                    see gstats(1)
+ *   gstats --compare REFERENCE [options] INPUT...
+ *
+ * Exit status: 0 success (a comparison succeeds whether or not the images
+ * differ), 1 when any input failed (the others are still reported), 2 usage
+ * error.
+ */
+#include "cli.h"
+#include "gimg_stats.h"
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOOL "gstats"
+
+enum { OPT_CHANNEL, OPT_STAT, OPT_PERCENTILES, OPT_REGION, OPT_NORMALIZED, OPT_JSON, OPT_CSV,
+       OPT_COMPARE };
+
+static const gimg_cli_option k_options[] = {
+    {"channel", 'c', "LIST", "report only these channels: gray, red, green, blue, alpha, all",
+     OPT_CHANNEL},
+    {"stat", 's', "LIST", "report only these statistics (see below), in this order", OPT_STAT},
+    {"percentiles", 0, "LIST", "also report these percentiles (nearest rank), e.g. 1,5,95,99",
+     OPT_PERCENTILES},
+    {"region", 0, "WxH+X+Y", "measure only this rectangle (ImageMagick geometry; clipped to "
+                             "the image)", OPT_REGION},
+    {"normalized", 0, NULL, "report values on a 0-1 scale (divided by 255 or 65535) instead "
+                            "of sample units", OPT_NORMALIZED},
+    {"json", 0, NULL, "print one JSON object per input file, one per line", OPT_JSON},
+    {"csv", 0, NULL, "print CSV: a header, then one row per file and channel", OPT_CSV},
+    {"compare", 0, "REFERENCE", "compare each INPUT with REFERENCE instead", OPT_COMPARE},
+    {NULL, 0, NULL, NULL, 0},
+};
+
+/* ------------------------------------------------------------- columns */
+
+/* The statistics a report can show; percentiles are columns of their own. */
+enum { ST_COUNT, ST_NAN, ST_INF, ST_MIN, ST_MAX, ST_SUM, ST_MEAN, ST_STDDEV, ST_MEDIAN,
+       ST_ENTROPY, ST_N };
+static const char *const k_stat_names[] = {"count", "nan", "inf", "min", "max", "sum", "mean",
+                                           "stddev", "median", "entropy", NULL};
+enum { CMP_COUNT, CMP_DIFFERING, CMP_MAXDIFF, CMP_MAE, CMP_MSE, CMP_RMSE, CMP_PSNR, CMP_N };
+static const char *const k_cmp_names[] = {"count", "differing", "maxdiff", "mae", "mse", "rmse",
+                                          "psnr", NULL};
+static const char *const k_channel_names[] = {"gray", "red", "green", "blue", "alpha", "all",
+                                              NULL};
+enum { CH_ALL_BIT = 1u << 5 };
+
+#define MAX_COLUMNS (ST_N + GIMG_STATS_MAX_PERCENTILES)
+
+typedef struct {
+    int stat;        /* ST_* or CMP_*; -1 for a percentile */
+    int percentile;  /* index into opts.percentiles */
+} column;
+
+typedef struct {
+    const char *channel_list, *stat_list, *percentile_list;
+    int have_region;
+    gimg_region region;
+    int normalized, json, csv;
+    const char *reference;
+    /* Derived once the options are all known. */
+    unsigned channel_mask;  /* 0: every channel and all */
+    int n_channel_names;
+    column cols[MAX_COLUMNS];
+    int n_cols;
+    int stats_given;        /* -s was given: exactly its columns */
+    int bare;
+    gimg_stats_opts opts;
+} settings;
+
+static gimg_status handle_option(void *user, int key, const char *arg)
+{
+    settings *s = user;
+    switch (key) {
+    case OPT_CHANNEL: s->channel_list = arg; break;
+    case OPT_STAT: s->stat_list = arg; break;
+    case OPT_PERCENTILES: s->percentile_list = arg; break;
+    case OPT_REGION:
+        s->have_region = 1;
+        return gimg_parse_region(arg, &s->region);
+    case OPT_NORMALIZED: s->normalized = 1; break;
+    case OPT_JSON: s->json = 1; break;
+    case OPT_CSV: s->csv = 1; break;
+    case OPT_COMPARE: s->reference = arg; break;
+    }
+    return GIMG_OK;
+}
+
+/* Adds percentile p to the options (once) and returns its index. */
+static int add_percentile(settings *s, const gimg_percentile *p)
+{
+    for (int i = 0; i < s->opts.n_percentiles; i++)
+        if (s->opts.percentiles[i].millionths == p->millionths)
+            return i;
+    if (s->opts.n_percentiles == GIMG_STATS_MAX_PERCENTILES)
+        return -1;
+    s->opts.percentiles[s->opts.n_percentiles] = *p;
+    return s->opts.n_percentiles++;
+}
+
+static void add_column(settings *s, int stat, int percentile)
+{
+    for (int i = 0; i < s->n_cols; i++)
+        if (s->cols[i].stat == stat && (stat >= 0 || s->cols[i].percentile == percentile))
+            return;
+    s->cols[s->n_cols++] = (column){stat, percentile};
+}
+
+/* Calls fn on each comma-separated item of list (copied into item). */
+static gimg_status each_item(const char *list, char *item, size_t size,
+                             gimg_status (*fn)(settings *, const char *), settings *s)
+{
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        if (n >= size)
+            return gimg_fail(GIMG_E_USAGE, "'%.*s...' is too long", 20, p);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        gimg_status st = fn(s, item);
+        if (st)
+            return st;
+        if (!p[n])
+            return GIMG_OK;
+        p += n + 1;
+    }
+}
+
+static gimg_status percentile_item(settings *s, const char *item)
+{
+    gimg_percentile p;
+    gimg_status st = gimg_parse_percentile("--percentiles", item, &p);
+    if (st)
+        return st;
+    int i = add_percentile(s, &p);
+    if (i < 0)
+        return gimg_fail(GIMG_E_USAGE, "--percentiles: more than %d percentiles",
+                         GIMG_STATS_MAX_PERCENTILES);
+    add_column(s, -1, i);
+    return GIMG_OK;
+}
+
+/* One item of -s: a statistic's name, or (statistics only) pN. */
+static gimg_status stat_item(settings *s, const char *item)
+{
+    if (!s->reference && item[0] == 'p' && item[1] >= '0' && item[1] <= '9') {
+        gimg_percentile p;
+        if (gimg_parse_percentile("--stat", item + 1, &p))
+            return GIMG_E_USAGE;
+        int i = add_percentile(s, &p);
+        if (i < 0)
+            return gimg_fail(GIMG_E_USAGE, "--stat: more than %d percentiles",
+                             GIMG_STATS_MAX_PERCENTILES);
+        add_column(s, -1, i);
+        return GIMG_OK;
+    }
+    unsigned mask;
+    gimg_status st = gimg_parse_name_list("--stat", item,
+                                          s->reference ? k_cmp_names : k_stat_names, &mask);
+    if (st)
+        return s->reference ? st
+                            : gimg_fail(GIMG_E_USAGE, "%s, or pN for a percentile",
+                                        gimg_last_error());
+    add_column(s, __builtin_ctz(mask), 0);
+    return GIMG_OK;
+}
+
+/* Checks the options together and works out the columns. */
+static gimg_status finish_settings(settings *s, int n_inputs)
+{
+    char item[64];
+    gimg_status st;
+    if (s->json && s->csv)
+        return gimg_fail(GIMG_E_USAGE, "--json and --csv exclude each other");
+    if (s->reference && s->percentile_list)
+        return gimg_fail(GIMG_E_USAGE, "--percentiles does not apply to --compare");
+    if (s->channel_list) {
+        if ((st = gimg_parse_name_list("--channel", s->channel_list, k_channel_names,
+                                       &s->channel_mask)))
+            return st;
+        s->n_channel_names = __builtin_popcount(s->channel_mask);
+    }
+    if (s->stat_list) {
+        s->stats_given = 1;
+        if ((st = each_item(s->stat_list, item, sizeof item, stat_item, s)))
+            return st;
+    } else if (s->reference) {
+        for (int c = 0; c < CMP_N; c++)
+            add_column(s, c, 0);
+    } else {
+        for (int c = 0; c < ST_N; c++)
+            add_column(s, c, 0); /* nan and inf are dropped for integer images in tables */
+    }
+    /* Percentiles asked for are reported, with or without -s. */
+    if (s->percentile_list && (st = each_item(s->percentile_list, item, sizeof item,
+                                              percentile_item, s)))
+        return st;
+    for (int i = 0; i < s->n_cols; i++)
+        if (!s->reference && (s->cols[i].stat < 0 || s->cols[i].stat == ST_MEDIAN ||
+                              s->cols[i].stat == ST_ENTROPY))
+            s->opts.order = 1;
+    s->bare = !s->json && !s->csv && n_inputs == 1 && s->n_channel_names == 1 &&
+              s->n_cols == 1;
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------------- values */
+
+/* One cell: a value and whether it is an integer count. */
+typedef struct {
+    double v;
+    int is_count;
+} cell;
+
+static double peak_of(gimg_sample s)
+{
+    return s == GIMG_U8 ? 255 : s == GIMG_U16 ? 65535 : 1;
+}
+
+static cell stat_cell(const settings *s, const gimg_channel_stats *c, gimg_sample sample,
+                      const column *col)
+{
+    const double k = s->normalized ? 1 / peak_of(sample) : 1;
+    if (col->stat < 0)
+        return (cell){c->percentile[col->percentile] * k, 0};
+    switch (col->stat) {
+    case ST_COUNT: return (cell){(double)c->count, 1};
+    case ST_NAN: return (cell){(double)c->nan, 1};
+    case ST_INF: return (cell){(double)c->inf, 1};
+    case ST_MIN: return (cell){c->min * k, 0};
+    case ST_MAX: return (cell){c->max * k, 0};
+    case ST_SUM: return (cell){c->sum * k, 0};
+    case ST_MEAN: return (cell){c->mean * k, 0};
+    case ST_STDDEV: return (cell){c->stddev * k, 0};
+    case ST_MEDIAN: return (cell){c->median * k, 0};
+    default: return (cell){c->entropy, 0};
+    }
+}
+
+static cell diff_cell(const settings *s, const gimg_channel_diff *d, double peak,
+                      const column *col)
+{
+    const double k = s->normalized ? 1 / peak : 1;
+    switch (col->stat) {
+    case CMP_COUNT: return (cell){(double)d->count, 1};
+    case CMP_DIFFERING: return (cell){(double)d->differing, 1};
+    case CMP_MAXDIFF: return (cell){d->max_abs * k, 0};
+    case CMP_MAE: return (cell){d->mae * k, 0};
+    case CMP_MSE: return (cell){d->mse * k * k, 0};
+    case CMP_RMSE: return (cell){d->rmse * k, 0};
+    default: return (cell){d->psnr, 0};
+    }
+}
+
+/* Text of a value: integers in full; other values with every digit needed
+ * to read them back (the table: 8 significant digits); nan, inf. */
+static void format_cell(char *buf, size_t size, cell c, int table)
+{
+    if (isnan(c.v))
+        snprintf(buf, size, "nan");
+    else if (isinf(c.v))
+        snprintf(buf, size, c.v > 0 ? "inf" : "-inf");
+    else if (c.is_count || (c.v == floor(c.v) && fabs(c.v) < 9007199254740992.0))
+        snprintf(buf, size, "%.0f", c.v + 0.0);
+    else if (table)
+        snprintf(buf, size, "%.8g", c.v);
+    else {
+        /* gimg_json_number's digits: the fewest that read back as v. */
+        FILE *f = fmemopen(buf, size, "w");
+        if (f) {
+            gimg_json_number(f, c.v);
+            fclose(f);
+        } else {
+            snprintf(buf, size, "%.17g", c.v);
+        }
+    }
+}
+
+static void column_name(const settings *s, const column *col, char *buf, size_t size)
+{
+    if (col->stat < 0)
+        snprintf(buf, size, "p%s", s->opts.percentiles[col->percentile].name);
+    else
+        snprintf(buf, size, "%s", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
+}
+
+/* ------------------------------------------------------------ reports */
+
+/* What one input's report needs, whichever mode. */
+typedef struct {
+    const char *name;       /* as printed */
+    const gimg_image *im;   /* the whole image */
+    gimg_region region;     /* the clipped region measured */
+    const gimg_stats *stats; /* or: */
+    const gimg_diff *diff;
+    int channels;
+    gimg_sample sample;
+} report;
+
+/* Report rows: the image's channels (those selected), then "all". Returns
+ * their count; rows[i] is a channel index, channels meaning all. */
+static int report_rows(const settings *s, const report *r, int *rows)
+{
+    int n = 0;
+    for (int c = 0; c <= r->channels; c++) {
+        const char *name = c < r->channels ? gimg_channel_name(r->channels, c) : "all";
+        int bit = 0;
+        while (strcmp(k_channel_names[bit], name))
+            bit++;
+        if (!s->channel_mask || (s->channel_mask & (1u << bit)))
+            rows[n++] = c;
+    }
+    return n;
+}
+
+static const char *row_name(const report *r, int c)
+{
+    return c < r->channels ? gimg_channel_name(r->channels, c) : "all";
+}
+
+/* Whether column col is shown for this report: tables and JSON leave out
+ * nan and inf for integer images unless -s asked for them. */
+static int column_shown(const settings *s, const report *r, const column *col)
+{
+    if (s->reference || s->stats_given || s->csv || r->sample == GIMG_F32)
+        return 1;
+    return col->stat != ST_NAN && col->stat != ST_INF;
+}
+
+static cell report_cell(const settings *s, const report *r, int c, const column *col)
+{
+    return r->diff ? diff_cell(s, &r->diff->ch[c], r->diff->peak, col)
+                   : stat_cell(s, &r->stats->ch[c], r->sample, col);
+}
+
+static void describe(const report *r, char *buf, size_t size)
+{
+    static const char *const k_layout[] = {"", "gray", "gray+alpha", "RGB", "RGBA"};
+    int len = snprintf(buf, size, "%dx%d %s %d-bit%s", r->im->width, r->im->height,
+                       k_layout[r->channels], 8 * (int)r->sample,
+                       r->sample == GIMG_F32 ? " float" : "");
+    if (r->region.width != r->im->width || r->region.height != r->im->height)
+        snprintf(buf + len, size - (size_t)len, ", region %dx%d+%d+%d", r->region.width,
+                 r->region.height, r->region.x, r->region.y);
+}
+
+enum { CELL = 40 };
+
+static void print_table(const settings *s, const report *r, const char *reference, int first)
+{
+    int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
+    char head[256];
+    describe(r, head, sizeof head);
+    if (!first)
+        putchar('\n');
+    if (reference)
+        printf("%s vs %s: %s\n", reference, r->name, head);
+    else
+        printf("%s: %s\n", r->name, head);
+    /* Cells first, for the widths. */
+    static char text[GIMG_STATS_MAX_CHANNELS + 1][MAX_COLUMNS + 1][CELL];
+    int width[MAX_COLUMNS + 1] = {0}, shown[MAX_COLUMNS], n_shown = 0;
+    for (int i = 0; i < s->n_cols; i++)
+        if (column_shown(s, r, &s->cols[i]))
+            shown[n_shown++] = i;
+    snprintf(text[0][0], CELL, "channel");
+    for (int j = 0; j < n_shown; j++)
+        column_name(s, &s->cols[shown[j]], text[0][j + 1], CELL);
+    for (int i = 0; i < n_rows; i++) {
+        snprintf(text[i + 1][0], CELL, "%s", row_name(r, rows[i]));
+        for (int j = 0; j < n_shown; j++)
+            format_cell(text[i + 1][j + 1], CELL, report_cell(s, r, rows[i], &s->cols[shown[j]]),
+                        1);
+    }
+    for (int i = 0; i <= n_rows; i++)
+        for (int j = 0; j <= n_shown; j++) {
+            int w = (int)strlen(text[i][j]);
+            if (w > width[j])
+                width[j] = w;
+        }
+    for (int i = 0; i <= n_rows; i++) {
+        printf("%-*s", width[0], text[i][0]);
+        for (int j = 1; j <= n_shown; j++)
+            printf("  %*s", width[j], text[i][j]);
+        putchar('\n');
+    }
+}
+
+static void json_cell(cell c, int is_psnr)
+{
+    if (is_psnr && isinf(c.v) && c.v > 0)
+        fputs("\"inf\"", stdout); /* JSON has no infinity; see gstats(1) */
+    else if (c.is_count)
+        printf("%.0f", c.v);
+    else
+        gimg_json_number(stdout, c.v);
+}
+
+static void print_json(const settings *s, const report *r, const char *reference)
+{
+    int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
+    fputc('{', stdout);
+    if (reference) {
+        fputs("\"reference\": ", stdout);
+        gimg_json_string(stdout, reference);
+        fputs(", ", stdout);
+    }
+    fputs("\"file\": ", stdout);
+    gimg_json_string(stdout, r->name);
+    printf(", \"width\": %d, \"height\": %d, \"channels\": %d, \"depth\": %d", r->im->width,
+           r->im->height, r->channels, 8 * (int)r->sample);
+    if (s->have_region)
+        printf(", \"region\": {\"width\": %d, \"height\": %d, \"x\": %d, \"y\": %d}",
+               r->region.width, r->region.height, r->region.x, r->region.y);
+    if (s->normalized)
+        fputs(", \"normalized\": true", stdout);
+    fputs(", \"stats\": {", stdout);
+    for (int i = 0; i < n_rows; i++) {
+        printf("%s\"%s\": {", i ? ", " : "", row_name(r, rows[i]));
+        int n = 0, n_pct = 0;
+        for (int j = 0; j < s->n_cols; j++) {
+            const column *col = &s->cols[j];
+            if (col->stat < 0) {
+                n_pct++;
+                continue;
+            }
+            if (!column_shown(s, r, col))
+                continue;
+            printf("%s\"%s\": ", n++ ? ", " : "", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
+            json_cell(report_cell(s, r, rows[i], col), s->reference && col->stat == CMP_PSNR);
+        }
+        if (n_pct) {
+            printf("%s\"percentiles\": {", n ? ", " : "");
+            int k = 0;
+            for (int j = 0; j < s->n_cols; j++) {
+                const column *col = &s->cols[j];
+                if (col->stat >= 0)
+                    continue;
+                printf("%s\"%s\": ", k++ ? ", " : "", s->opts.percentiles[col->percentile].name);
+                json_cell(report_cell(s, r, rows[i], col), 0);
+            }
+            fputc('}', stdout);
+        }
+        fputc('}', stdout);
+    }
+    fputs("}}\n", stdout);
+}
+
+static void print_csv_header(const settings *s)
+{
+    fputs(s->reference ? "reference,file,channel" : "file,channel", stdout);
+    char name[CELL];
+    for (int j = 0; j < s->n_cols; j++) {
+        column_name(s, &s->cols[j], name, sizeof name);
+        putchar(',');
+        gimg_csv_field(stdout, name);
+    }
+    putchar('\n');
+}
+
+static void print_csv(const settings *s, const report *r, const char *reference)
+{
+    int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
+    char text[CELL];
+    for (int i = 0; i < n_rows; i++) {
+        if (reference) {
+            gimg_csv_field(stdout, reference);
+            putchar(',');
+        }
+        gimg_csv_field(stdout, r->name);
+        printf(",%s", row_name(r, rows[i]));
+        for (int j = 0; j < s->n_cols; j++) {
+            format_cell(text, sizeof text, report_cell(s, r, rows[i], &s->cols[j]), 0);
+            printf(",%s", text);
+        }
+        putchar('\n');
+    }
+}
+
+static void print_bare(const settings *s, const report *r)
+{
+    int rows[GIMG_STATS_MAX_CHANNELS];
+    report_rows(s, r, rows);
+    char text[CELL];
+    format_cell(text, sizeof text, report_cell(s, r, rows[0], &s->cols[0]), 0);
+    puts(text);
+}
+
+/* --------------------------------------------------------------- work */
+
+/* Reads path, letting CUDA start while the pixels decode. */
+static gimg_status load(gimg_ctx *ctx, const char *path, gimg_image *im)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    double t0 = gimg_now_ms();
+    gimg_status st = gimg_slurp(path, &buf, &len);
+    if (st)
+        return st;
+    gimg_info info;
+    size_t bytes;
+    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
+        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
+            GIMG_OK)
+        gimg_ctx_prepare(ctx, bytes);
+    st = gimg_decode_memory(buf, len, im);
+    gimg_slurp_free(buf, len);
+    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
+    return st;
+}
+
+/* The rectangle measured: --region clipped, or the whole image. */
+static gimg_status measured(const settings *s, const gimg_image *im, gimg_region *r,
+                            gimg_image *view)
+{
+    gimg_region whole = {im->width, im->height, 0, 0};
+    *r = whole;
+    if (s->have_region) {
+        gimg_status st = gimg_region_clip(&s->region, im->width, im->height, r);
+        if (st)
+            return st;
+    }
+    gimg_image_view(im, r, view);
+    return GIMG_OK;
+}
+
+/* Every selected channel must exist in the image. */
+static gimg_status check_channels(const settings *s, int channels)
+{
+    for (int bit = 0; k_channel_names[bit]; bit++) {
+        if (!(s->channel_mask & (1u << bit)) || (1u << bit) == CH_ALL_BIT)
+            continue;
+        int found = 0;
+        for (int c = 0; c < channels; c++)
+            found |= !strcmp(gimg_channel_name(channels, c), k_channel_names[bit]);
+        if (!found)
+            return gimg_fail(GIMG_E_FORMAT, "no %s channel in a %s image", k_channel_names[bit],
+                             channels == 1 ? "gray" : channels == 2 ? "gray+alpha"
+                             : channels == 3 ? "RGB" : "RGBA");
+    }
+    return GIMG_OK;
+}
+
+/* One input: read, measure, print. Prints its own error; returns 0 or 1. */
+static int one_input(const settings *s, gimg_ctx *ctx, const char *path, const gimg_image *ref,
+                     int *first)
+{
+    const char *name = gimg_cli_name(path, 0);
+    gimg_image im = {0}, view, ref_view;
+    gimg_stats stats;
+    gimg_diff diff;
+    report r = {.name = name, .im = &im};
+    gimg_status st = load(ctx, path, &im);
+    if (!st && ref && (im.width != ref->width || im.height != ref->height))
+        st = gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference %s (%dx%d)",
+                       im.width, im.height, gimg_cli_name(s->reference, 0), ref->width,
+                       ref->height);
+    if (!st && ref && im.channels != ref->channels)
+        st = gimg_fail(GIMG_E_FORMAT, "%d channels, the reference %s has %d", im.channels,
+                       gimg_cli_name(s->reference, 0), ref->channels);
+    if (!st && ref && im.sample != ref->sample)
+        st = gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference %s has %d-bit",
+                       8 * (int)im.sample, gimg_cli_name(s->reference, 0), 8 * (int)ref->sample);
+    if (!st)
+        st = check_channels(s, im.channels);
+    if (!st)
+        st = measured(s, &im, &r.region, &view);
+    if (!st) {
+        double t0 = gimg_now_ms();
+        if (ref) {
+            gimg_image_view(ref, &r.region, &ref_view);
+            st = gimg_compare(ctx, &ref_view, &view, &diff);
+            r.diff = &diff;
+        } else {
+            st = gimg_stats_compute(ctx, &view, &s->opts, &stats);
+            r.stats = &stats;
+        }
+        gimg_ctx_add_time(ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
+    }
+    if (st) {
+        gimg_image_free(&im);
+        fflush(stdout);
+        gimg_cli_error(TOOL, name, st);
+        return 1;
+    }
+    r.channels = im.channels;
+    r.sample = im.sample;
+    const char *ref_name = ref ? gimg_cli_name(s->reference, 0) : NULL;
+    if (s->bare)
+        print_bare(s, &r);
+    else if (s->json)
+        print_json(s, &r, ref_name);
+    else if (s->csv)
+        print_csv(s, &r, ref_name);
+    else
+        print_table(s, &r, ref_name, *first);
+    *first = 0;
+    gimg_image_free(&im);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    settings s = {0};
+    const gimg_cli_spec spec = {
+        .tool = TOOL,
+        .description = "Report per-channel statistics of images, or compare them with a "
+                       "reference.",
+        .operands = "INPUT ...",
+        .min_operands = 1,
+        .max_operands = -1,
+        .options = k_options,
+        .handle = handle_option,
+        .user = &s,
+        .omit = GIMG_CLI_NO_WRITE_OPTS | GIMG_CLI_NO_OUTPUT,
+        .epilogue =
+            "Statistics: count, nan, inf, min, max, sum, mean, stddev, median, entropy and\n"
+            "pN (the N-th percentile). With --compare: count, differing, maxdiff, mae, mse,\n"
+            "rmse, psnr. One input, one channel (-c) and one statistic (-s) print the bare\n"
+            "number. INPUT may be '-' for standard input.",
+    };
+    gimg_cli_common c;
+    gimg_status st = gimg_cli_parse(&spec, argc, argv, &c);
+    if (!st && c.action == GIMG_CLI_RUN)
+        st = finish_settings(&s, c.n_operands);
+    int rc = gimg_cli_done(&spec, &c, st);
+    if (rc >= 0)
+        return rc;
+
+    gimg_ctx *ctx = NULL;
+    if ((st = gimg_ctx_open(&c.device, c.verbose, &ctx)))
+        return gimg_cli_error(TOOL, NULL, st);
+    gimg_image ref = {0};
+    if (s.reference && (st = load(ctx, s.reference, &ref))) {
+        gimg_cli_error(TOOL, gimg_cli_name(s.reference, 0), st);
+        gimg_ctx_close(ctx);
+        return 1;
+    }
+    if (s.csv)
+        print_csv_header(&s);
+    int failed = 0, first = 1;
+    for (int i = 0; i < c.n_operands; i++)
+        failed |= one_input(&s, ctx, c.operands[i], s.reference ? &ref : NULL, &first);
+    if (c.verbose)
+        gimg_ctx_report(ctx, stderr, TOOL);
+    gimg_image_free(&ref);
+    gimg_ctx_close(ctx);
+    rc = gimg_cli_close_stdout(TOOL);
+    return failed ? 1 : rc;
+}

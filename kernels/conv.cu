@@ -1,0 +1,784 @@
+/*
+ * conv.cu — 2-D convolution of interleaved 8/16-bit and float images with
+ * dense, separable and gradient-magnitude kernels (gconv).
+ *
+ * What it computes: lib/gimg_conv.h's plan, bit for bit as lib/conv.c's
+ * reference does: samples widened to float, one __fmaf_rn per tap in
+ * row-major tap order (rows of taps, then columns), outside samples read
+ * through the border (a zero border gives +0 that is multiplied like any
+ * other sample), then fmaf(v, scale, bias), |v|, clamp and round to
+ * nearest even. Nothing is compiled with fast-math, and every product that
+ * is followed by a sum is written as an intrinsic (__fmaf_rn, __fmul_rn),
+ * so that the compiler cannot contract it differently from the CPU.
+ *
+ * Layout: rows of width * channels samples at a pitch that is a multiple
+ * of 16 bytes (gimg's device buffers).
+ *
+ * Work and the rates it should reach (8192x8192 RGB 8-bit, H100 SXM: a
+ * device-to-device copy moves 2.86 TB/s counting both directions, FP32 FMA
+ * peak 66.9 TFLOP/s at 1.98 GHz on 132 SMs):
+ *  - bytes: each input sample read once from DRAM (halos come from L2),
+ *    each output written once: 2 x 201 MB = 403 MB, 0.14 ms at copy speed.
+ *  - arithmetic: kw * kh FMAs per sample (kw + kh separable), i.e.
+ *    2 * 201M * taps FLOP: 3.6 GFLOP at 3x3 (memory-bound: should reach
+ *    >= 60% of the copy's bandwidth, 0.23 ms), 48.7 GFLOP at 11x11 (0.73 ms
+ *    at peak) and 387 GFLOP at 31x31 (5.8 ms at peak; should reach >= 50%
+ *    of it, 11.6 ms). Separable radius 5: 22 FMAs per sample plus the row
+ *    pass's halo rows, memory-bound like 3x3.
+ *
+ * Measured (bench_conv, H100 80GB HBM3, third version below):
+ *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
+ *     3x3          1.328    303   0.11     2728    4.1   0.357   0.27x
+ *     5x5          1.596    252   0.09     6308    9.4   0.611   0.38x
+ *     11x11        2.486    162   0.06    19601   29.3   4.515   1.82x
+ *     31x31       12.880     31   0.01    30043   44.9  33.395   2.59x
+ *     gauss r5     1.190    338   0.12     7442   11.1   1.615   1.36x  (fused)
+ *     gauss r15    3.929    102   0.04     6354    9.5   2.977   0.76x  (two passes)
+ * The large dense kernels are close to their targets; the memory-bound
+ * ones are far from theirs. Versions: (1) 2 rows x 8 pixels a thread,
+ * taps shared by the 2 rows, scalar shared reads for the tail taps: 3x3
+ * 1.41 ms, 31x31 20.2 ms (28.7%) — the tail's scalar reads were 8-way bank
+ * conflicts and the row pass of the fused separable kernel 2-way. (2)
+ * swizzled shared rows and 16-byte reads everywhere, 4 rows a thread
+ * reusing each loaded row for 4 tap rows: 31x31 13.9 ms (41.5%), 11x11
+ * 2.0x NPP; 3x3 0.93 ms. (3) a loader with 16 loads in flight per lane and
+ * registers capped for 4 blocks per SM: 31x31 12.9 ms (44.9%), 3x3 no
+ * better (1.33 ms), so the small kernels are not latency-bound on loads.
+ * What is left, by count: every sample costs about 80 instructions outside
+ * the FMAs (byte loads with 64-bit addressing, the division by the channel
+ * count, the plane split, staging the results back through shared memory
+ * with 8-way conflicts, one-byte stores), against about 23 that copy speed
+ * allows. The next version should load and store 4 samples a lane per
+ * instruction, keep the interleaved layout for the 3x3/5x5 path, and skip
+ * the staging; not done for lack of device time.
+ *
+ * Why it is written this way
+ *  - Taps live in __constant__ memory: every lane of a warp reads the same
+ *    tap at the same time, which the constant cache broadcasts. 64 KiB hold
+ *    a 128x128 kernel; larger ones read their taps through the read-only
+ *    data cache (__ldg) from global memory, the same loop otherwise.
+ *  - A block computes a tile of 64 pixels by TH rows for every channel. The
+ *    tile plus its halo is staged in shared memory once, widened to float
+ *    and split into one plane per channel, so that the inner loop reads
+ *    contiguous floats as 16-byte words (rows swizzled so that those reads
+ *    are conflict-free). The border is handled only here, while loading;
+ *    interior tiles (the vast majority) skip the index mapping entirely.
+ *  - Register blocking: each thread computes 8 consecutive pixels of one
+ *    channel on 4 consecutive rows. Each shared row it loads (16 floats per
+ *    8 taps) serves the 4 rows' different tap rows, and each value up to 8
+ *    taps: 256 FMAs per 4 16-byte loads and 32 tap reads.
+ *  - Kernels taller than shared memory holds with their tile are applied a
+ *    slice of tap rows at a time; the sums stay in registers, in order.
+ *  - Results are staged back through shared memory and stored as whole
+ *    interleaved rows (coalesced), converted on the way.
+ *  - Separable kernels: one kernel loads the tile with its halo, runs the
+ *    row pass for all TH + kh - 1 rows into shared memory (float, as the
+ *    CPU's intermediate) and the column pass from there, so the
+ *    intermediate never goes to DRAM. Taller kernels (kh > 15) recompute
+ *    too many halo rows and fall back to two dense passes through a float
+ *    image (lib/conv.c), which measured faster for radius 15 (3.9 ms
+ *    against 5.1 ms fused) and slower for radius 5 (2.5 ms against 1.2).
+ *  - Gradient magnitudes (3x3) and the widen/narrow steps of alpha
+ *    premultiplication and kernel chains are simple per-sample kernels:
+ *    they are a small share of such runs.
+ */
+#include "conv.h"
+
+#include <stdint.h>
+
+namespace {
+
+__constant__ float c_taps[GIMG_CUDA_CONV_CONST_TAPS];
+
+constexpr int kTW = 64;  /* tile width in pixels */
+constexpr int kRX = 8;   /* outputs per thread along a row */
+constexpr int kRY = 4;   /* rows per thread (dense) */
+constexpr int kSmemBudget = 52 * 1024; /* four blocks per SM; taller kernels go in slices */
+
+/* Threads: 8 along x (64 pixels), TY along y, one group per channel; a
+ * multiple of 32 for every channel count. */
+template <int C> struct shape {
+    static constexpr int TY = C == 1 ? 32 : C == 2 ? 16 : 8;  /* rows: 128, 64, 32, 32 */
+    static constexpr int TH = kRY * TY;
+    static constexpr int THREADS = C * 8 * TY;
+    /* Blocks per SM the registers must allow (at most 85 registers a
+     * thread: 24 warps per SM, which the memory-bound small kernels need
+     * to keep enough loads in flight). */
+    static constexpr int MIN_BLOCKS = C == 3 ? 4 : 3;
+};
+
+typedef gimg_cuda_epilogue Epi;
+
+/* lib/conv_internal.h's gimg_border_index, for int coordinates. */
+__device__ __forceinline__ int border_index(int p, int n, int b)
+{
+    if (p >= 0 && p < n)
+        return p;
+    switch (b) {
+    case 0: return p < 0 ? 0 : n - 1;
+    case 1: { int q = p % (2 * n); if (q < 0) q += 2 * n; return q < n ? q : 2 * n - 1 - q; }
+    case 2: {
+        if (n == 1)
+            return 0;
+        int q = p % (2 * n - 2);
+        if (q < 0)
+            q += 2 * n - 2;
+        return q < n ? q : 2 * n - 2 - q;
+    }
+    case 3: { int q = p % n; return q < 0 ? q + n : q; }
+    default: return -1;
+    }
+}
+
+__device__ __forceinline__ float to_f(uint8_t v) { return (float)v; }
+__device__ __forceinline__ float to_f(uint16_t v) { return (float)v; }
+__device__ __forceinline__ float to_f(float v) { return v; }
+
+__device__ __forceinline__ float clamp_to(float v, float max)
+{
+    v = v > 0.0f ? v : 0.0f;
+    return v < max ? v : max;
+}
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float v)
+{
+    return (uint8_t)rintf(clamp_to(v, 255.0f));
+}
+template <> __device__ __forceinline__ uint16_t from_f<uint16_t>(float v)
+{
+    return (uint16_t)rintf(clamp_to(v, 65535.0f));
+}
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+
+template <typename T> __host__ __device__ constexpr float alpha_max() { return sizeof(T) == 1 ? 255.0f : sizeof(T) == 2 ? 65535.0f : 1.0f; }
+
+__device__ __forceinline__ float finish(float v, const Epi &e)
+{
+    v = __fmaf_rn(v, e.scale, e.bias);
+    return e.absolute ? fabsf(v) : v;
+}
+
+template <bool CONST_TAPS> __device__ __forceinline__ float tap(int k, const float *g)
+{
+    if constexpr (CONST_TAPS)
+        return c_taps[k];
+    else
+        return __ldg(g + k);
+}
+
+/*
+ * Shared rows are read as 16-byte chunks, a thread's 8 outputs being 32
+ * bytes from its neighbour's: the 8 lanes of a quarter-warp would hit chunk
+ * groups 2tx mod 8, two lanes per bank group. Chunk c of a row is therefore
+ * stored at c ^ bit3(c): lanes tx and tx + 4 (chunks 8 apart) land in
+ * different groups, and every 16-byte read is conflict-free. Rows are a
+ * multiple of 8 floats so that the swizzle stays inside the row.
+ */
+__device__ __forceinline__ int swz(int col)
+{
+    return (((col >> 2) ^ ((col >> 5) & 1)) << 2) | (col & 3);
+}
+
+/*
+ * Stages rows [ys, ys + rows) and columns [xs, xs + pitch) of the input
+ * (through the border) into planes s[c][r][px], widened to float.
+ */
+template <typename Tin, int C>
+__device__ __forceinline__ void load_tile(float *s, int rows, int pitch, const unsigned char *in,
+                                          size_t in_pitch, int W, int H, int xs, int ys,
+                                          int border)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    const bool interior = xs >= 0 && ys >= 0 && xs + pitch <= W && ys + rows <= H;
+    const int n = pitch * C;
+    /* Loads in flight per lane: B samples of each of two rows. A row at a
+     * time, one sample at a time, left the loader latency-bound (3x3 ran
+     * at 0.15 of a copy). */
+    constexpr int B = 8;
+    for (int r0 = warp; r0 < rows; r0 += 2 * nwarps) {
+        int gy[2];
+        const Tin *row[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = r0 + h * nwarps;
+            gy[h] = r >= rows ? -1 : interior ? ys + r : border_index(ys + r, H, border);
+            row[h] = reinterpret_cast<const Tin *>(in + (size_t)(gy[h] < 0 ? 0 : gy[h]) * in_pitch);
+        }
+        for (int f0 = lane; f0 < n; f0 += 32 * B) {
+            float v[2][B];
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const int f = f0 + 32 * k;
+                    v[h][k] = 0.0f;
+                    if (f < n && r0 + h * nwarps < rows) {
+                        if (interior) {
+                            v[h][k] = to_f(row[h][(size_t)xs * C + f]);
+                        } else {
+                            const int px = f / C, c = f - px * C;
+                            const int gx = border_index(xs + px, W, border);
+                            v[h][k] = gy[h] < 0 || gx < 0 ? 0.0f : to_f(row[h][(size_t)gx * C + c]);
+                        }
+                    }
+                }
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const int f = f0 + 32 * k, r = r0 + h * nwarps;
+                    if (f < n && r < rows) {
+                        const int px = f / C, c = f - px * C;
+                        s[(c * rows + r) * pitch + swz(px)] = v[h][k];
+                    }
+                }
+        }
+    }
+}
+
+/* Writes rows [y0, y0 + ny) of the tile, interleaved in s (kTW * C floats a
+ * row), through the epilogue. */
+template <typename Tout, int C, bool RAW>
+__device__ __forceinline__ void store_tile(const float *s, unsigned char *out, size_t out_pitch,
+                                           int W, int H, int x0, int y0, int TH, const Epi &e)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    const int nx = min(kTW, W - x0), ny = min(TH, H - y0), n = nx * C;
+    for (int r = warp; r < ny; r += nwarps) {
+        Tout *orow = reinterpret_cast<Tout *>(out + (size_t)(y0 + r) * out_pitch) + (size_t)x0 * C;
+        const Tout *arow = reinterpret_cast<const Tout *>(
+                               static_cast<const unsigned char *>(e.alpha_src.data) +
+                               (size_t)(y0 + r) * e.alpha_src.pitch) + (size_t)x0 * C;
+        for (int f = lane; f < n; f += 32) {
+            const float v = s[r * kTW * C + f];
+            if constexpr (RAW)
+                orow[f] = v;
+            else if (e.keep_alpha && f % C == C - 1)
+                orow[f] = arow[f];
+            else
+                orow[f] = from_f<Tout>(finish(v, e));
+        }
+    }
+}
+
+/* N floats of a swizzled row from column col (a multiple of 4). */
+template <int N> __device__ __forceinline__ void load_vec(float (&v)[N], const float *row, int col)
+{
+#pragma unroll
+    for (int k = 0; k < N / 4; k++) {
+        const float4 q = *reinterpret_cast<const float4 *>(row + swz(col + 4 * k));
+        v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
+    }
+}
+
+/*
+ * The taps of one shared row sr (relative to the thread's first row) for
+ * all RY outputs of the thread: output ry takes tap row i = sr - ry when it
+ * is in [0, ti). Each output gets its taps in row-major order: i grows with
+ * sr, j within a row. Values are loaded once per row and chunk and reused
+ * by up to 8 taps x RY rows; the tail (kw mod 4 taps) loads a 12-float
+ * window too, so that every shared read is a conflict-free 16-byte one.
+ */
+template <bool CT>
+__device__ __forceinline__ void row_taps(float (&acc)[kRY][kRX], const float *row, int x0, int kw,
+                                         int sr, int ti, int tb0, const float *g)
+{
+    int j = 0;
+    for (; j + 8 <= kw; j += 8) {
+        float v[16];
+        load_vec(v, row, x0 + j);
+#pragma unroll
+        for (int ry = 0; ry < kRY; ry++) {
+            const int i = sr - ry;
+            if (i < 0 || i >= ti)
+                continue;
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+                const float t = tap<CT>(tb0 + i * kw + j + jj, g);
+#pragma unroll
+                for (int e = 0; e < kRX; e++)
+                    acc[ry][e] = __fmaf_rn(t, v[e + jj], acc[ry][e]);
+            }
+        }
+    }
+    for (; j < kw; j += 4) {
+        const int rem = kw - j; /* 4 in the chunk loop, 1 to 3 at the end */
+        float v[12];
+        load_vec(v, row, x0 + j);
+#pragma unroll
+        for (int ry = 0; ry < kRY; ry++) {
+            const int i = sr - ry;
+            if (i < 0 || i >= ti)
+                continue;
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                if (jj >= rem)
+                    break;
+                const float t = tap<CT>(tb0 + i * kw + j + jj, g);
+#pragma unroll
+                for (int e = 0; e < kRX; e++)
+                    acc[ry][e] = __fmaf_rn(t, v[e + jj], acc[ry][e]);
+            }
+        }
+    }
+}
+
+/* Shared row length: the 64 outputs' window plus the vector reads' reach
+ * (up to 67 + kw), a multiple of 8 floats for the swizzle. */
+__host__ __device__ constexpr int tile_pitch(int kw) { return (kTW + kw + 4 + 7) & ~7; }
+
+template <typename Tin, typename Tout, int C, bool RAW, bool CT>
+__global__ void __launch_bounds__(shape<C>::THREADS, shape<C>::MIN_BLOCKS)
+dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
+             size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border,
+             int ti_max, int tap_offset, const float *__restrict__ g_taps, Epi e)
+{
+    extern __shared__ float4 s_mem4[];
+    float *s = reinterpret_cast<float *>(s_mem4);
+    constexpr int TY = shape<C>::TY, TH = shape<C>::TH;
+    const int pitch = tile_pitch(kw);
+    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * TH;
+    const int tx = threadIdx.x % 8, ty = (threadIdx.x / 8) % TY, c = threadIdx.x / (8 * TY);
+    float acc[kRY][kRX];
+#pragma unroll
+    for (int ry = 0; ry < kRY; ry++)
+#pragma unroll
+        for (int x = 0; x < kRX; x++)
+            acc[ry][x] = 0.0f;
+    for (int i0 = 0; i0 < kh; i0 += ti_max) {
+        const int ti = min(ti_max, kh - i0), rows = TH + ti - 1;
+        if (i0)
+            __syncthreads();
+        load_tile<Tin, C>(s, rows, pitch, in, in_pitch, W, H, x0 - ax, y0 - ay + i0, border);
+        __syncthreads();
+        const float *sc = s + ((size_t)c * rows + kRY * ty) * pitch;
+        for (int sr = 0; sr < ti + kRY - 1; sr++)
+            row_taps<CT>(acc, sc + sr * pitch, kRX * tx, kw, sr, ti, tap_offset + i0 * kw, g_taps);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ry = 0; ry < kRY; ry++)
+#pragma unroll
+        for (int x = 0; x < kRX; x++)
+            s[(kRY * ty + ry) * kTW * C + (kRX * tx + x) * C + c] = acc[ry][x];
+    __syncthreads();
+    store_tile<Tout, C, RAW>(s, out, out_pitch, W, H, x0, y0, TH, e);
+}
+
+/* ------------------------------------------------------------- separable */
+
+/* Row pass taps at constant offset 0, column pass taps at COL_OFFSET. The
+ * tile: TH_S rows of 64 pixels; shared memory holds the input tile with
+ * its halo (TH_S + kh - 1 rows, planes per channel) and the row pass's
+ * sums (the same rows, 64 pixels). */
+template <int C> struct sep_shape {
+    static constexpr int THREADS = 256;
+    static constexpr int TH = 32;
+};
+
+__host__ __device__ constexpr size_t sep_smem_bytes(int C, int kw, int kh)
+{
+    return (size_t)C * (32 + kh - 1) * (tile_pitch(kw) + kTW) * sizeof(float);
+}
+
+template <typename Tin, typename Tout, int C, bool RAW>
+__global__ void __launch_bounds__(256, 1)
+sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
+           size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border, Epi e)
+{
+    extern __shared__ float4 s_mem4[];
+    float *s_in = reinterpret_cast<float *>(s_mem4);
+    constexpr int TH = sep_shape<C>::TH;
+    const int pitch = tile_pitch(kw), rows = TH + kh - 1;
+    float *s_tmp = s_in + (size_t)C * rows * pitch;
+    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * TH;
+    load_tile<Tin, C>(s_in, rows, pitch, in, in_pitch, W, H, x0 - ax, y0 - ay, border);
+    __syncthreads();
+    /* Row pass: 8 consecutive sums per task, all rows of the halo. */
+    for (int task = threadIdx.x; task < C * rows * 8; task += blockDim.x) {
+        const int tx = task % 8, r = (task / 8) % rows, c = task / (8 * rows);
+        const float *src = s_in + ((size_t)c * rows + r) * pitch;
+        const int px0 = kRX * tx;
+        float acc[kRX];
+#pragma unroll
+        for (int x = 0; x < kRX; x++)
+            acc[x] = 0.0f;
+        int j = 0;
+        for (; j + 8 <= kw; j += 8) {
+            float v[16];
+            load_vec(v, src, px0 + j);
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+                const float t = c_taps[j + jj];
+#pragma unroll
+                for (int x = 0; x < kRX; x++)
+                    acc[x] = __fmaf_rn(t, v[x + jj], acc[x]);
+            }
+        }
+        for (; j < kw; j += 4) {
+            const int rem = kw - j;
+            float v[12];
+            load_vec(v, src, px0 + j);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                if (jj >= rem)
+                    break;
+                const float t = c_taps[j + jj];
+#pragma unroll
+                for (int x = 0; x < kRX; x++)
+                    acc[x] = __fmaf_rn(t, v[x + jj], acc[x]);
+            }
+        }
+        float *dst = s_tmp + ((size_t)c * rows + r) * kTW + kRX * tx;
+#pragma unroll
+        for (int x = 0; x < kRX; x += 4)
+            *reinterpret_cast<float4 *>(dst + x) = make_float4(acc[x], acc[x + 1], acc[x + 2], acc[x + 3]);
+    }
+    __syncthreads();
+    /* Column pass: 8 consecutive rows of one pixel per task; lanes on
+     * consecutive pixels (conflict-free). Results go to s_in, interleaved. */
+    float *s_out = s_in;
+    for (int task = threadIdx.x; task < C * kTW * (TH / 8); task += blockDim.x) {
+        const int x = task % kTW, yg = (task / kTW) % (TH / 8), c = task / (kTW * (TH / 8));
+        const float *src = s_tmp + ((size_t)c * rows + 8 * yg) * kTW + x;
+        float acc[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            acc[k] = 0.0f;
+        int i = 0;
+        for (; i + 8 <= kh; i += 8) {
+            float v[15];
+#pragma unroll
+            for (int m = 0; m < 15; m++)
+                v[m] = src[(i + m) * kTW];
+#pragma unroll
+            for (int ii = 0; ii < 8; ii++) {
+                const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + i + ii];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    acc[k] = __fmaf_rn(t, v[k + ii], acc[k]);
+            }
+        }
+        for (; i < kh; i++) {
+            const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + i];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                acc[k] = __fmaf_rn(t, src[(i + k) * kTW], acc[k]);
+        }
+        /* s_out overlaps s_in, which the column pass no longer reads; but
+         * other tasks may still be reading s_tmp only, so this is safe. */
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            s_out[(8 * yg + k) * kTW * C + x * C + c] = acc[k];
+    }
+    __syncthreads();
+    store_tile<Tout, C, RAW>(s_out, out, out_pitch, W, H, x0, y0, TH, e);
+}
+
+/* ------------------------------------------------------ per-sample kernels */
+
+template <typename Tin>
+__global__ void widen_kernel(const unsigned char *__restrict__ in, size_t in_pitch,
+                             unsigned char *__restrict__ out, size_t out_pitch, int W, int H,
+                             int C, int premultiply)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= W)
+        return;
+    const Tin *p = reinterpret_cast<const Tin *>(in + (size_t)y * in_pitch) + (size_t)x * C;
+    float *q = reinterpret_cast<float *>(out + (size_t)y * out_pitch) + (size_t)x * C;
+    const float a = to_f(p[C - 1]);
+    for (int c = 0; c < C; c++) {
+        float v = to_f(p[c]);
+        if (premultiply && c < C - 1)
+            v = __fmul_rn(v, __fdiv_rn(a, alpha_max<Tin>()));
+        q[c] = v;
+    }
+}
+
+template <typename Tout>
+__global__ void narrow_kernel(const unsigned char *__restrict__ in, size_t in_pitch,
+                              unsigned char *__restrict__ out, size_t out_pitch, int W, int H,
+                              int C, int unpremultiply, float unit, Epi e)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= W)
+        return;
+    const float *p = reinterpret_cast<const float *>(in + (size_t)y * in_pitch) + (size_t)x * C;
+    Tout *q = reinterpret_cast<Tout *>(out + (size_t)y * out_pitch) + (size_t)x * C;
+    const Tout *a = reinterpret_cast<const Tout *>(static_cast<const unsigned char *>(e.alpha_src.data) +
+                                                   (size_t)y * e.alpha_src.pitch) + (size_t)x * C;
+    for (int c = 0; c < C; c++) {
+        float v = p[c];
+        if (c == C - 1 && e.keep_alpha) {
+            q[c] = a[c];
+            continue;
+        }
+        if (unpremultiply && c == C - 1) {
+            q[c] = from_f<Tout>(v);
+            continue;
+        }
+        if (unpremultiply && unit != 0.0f) {
+            const float f = __fdiv_rn(p[C - 1], unit);
+            v = f != 0.0f ? __fdiv_rn(v, f) : v;
+        }
+        q[c] = from_f<Tout>(finish(v, e));
+    }
+}
+
+__global__ void magnitude_kernel(const unsigned char *__restrict__ in, size_t in_pitch,
+                                 unsigned char *__restrict__ out, size_t out_pitch, int W, int H,
+                                 int C, int kw, int kh, int ax, int ay, int border)
+{
+    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x >= W)
+        return;
+    float *q = reinterpret_cast<float *>(out + (size_t)y * out_pitch) + (size_t)x * C;
+    for (int c = 0; c < C; c++) {
+        float gx = 0.0f, gy = 0.0f;
+        for (int i = 0; i < kh; i++) {
+            const int yy = border_index(y + i - ay, H, border);
+            const float *row = reinterpret_cast<const float *>(in + (size_t)(yy < 0 ? 0 : yy) * in_pitch);
+            for (int j = 0; j < kw; j++) {
+                const int xx = border_index(x + j - ax, W, border);
+                const float v = yy < 0 || xx < 0 ? 0.0f : row[(size_t)xx * C + c];
+                gx = __fmaf_rn(c_taps[i * kw + j], v, gx);
+                gy = __fmaf_rn(c_taps[kw * kh + i * kw + j], v, gy);
+            }
+        }
+        q[c] = __fsqrt_rn(__fmaf_rn(gx, gx, __fmul_rn(gy, gy)));
+    }
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+template <typename Tin, typename Tout, int C, bool RAW, bool CT>
+cudaError_t launch_dense(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
+                         int kw, int kh, int ax, int ay, int border, int tap_offset,
+                         const float *d_taps, const Epi &e, cudaStream_t stream)
+{
+    constexpr int TH = shape<C>::TH;
+    const int pitch = tile_pitch(kw);
+    const int row_bytes = C * pitch * (int)sizeof(float);
+    int ti = kSmemBudget / row_bytes - TH + 1;
+    ti = ti < 1 ? 1 : ti > kh ? kh : ti;
+    const size_t smem = (size_t)(TH + ti - 1) * row_bytes;
+    auto kern = dense_kernel<Tin, Tout, C, RAW, CT>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess)
+        return err;
+    dim3 grid((W + kTW - 1) / kTW, (H + TH - 1) / TH);
+    if (grid.y > 65535)
+        return cudaErrorInvalidValue;
+    kern<<<grid, shape<C>::THREADS, smem, stream>>>(
+        static_cast<const unsigned char *>(in.data), in.pitch, static_cast<unsigned char *>(out.data),
+        out.pitch, W, H, kw, kh, ax, ay, border, ti, tap_offset, d_taps, e);
+    return cudaGetLastError();
+}
+
+template <typename Tin, typename Tout, int C, bool RAW>
+cudaError_t launch_sep(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
+                       int kw, int kh, int ax, int ay, int border, const Epi &e,
+                       cudaStream_t stream)
+{
+    constexpr int TH = sep_shape<C>::TH;
+    const size_t smem = sep_smem_bytes(C, kw, kh);
+    auto kern = sep_kernel<Tin, Tout, C, RAW>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess)
+        return err;
+    dim3 grid((W + kTW - 1) / kTW, (H + TH - 1) / TH);
+    if (grid.y > 65535)
+        return cudaErrorInvalidValue;
+    kern<<<grid, sep_shape<C>::THREADS, smem, stream>>>(
+        static_cast<const unsigned char *>(in.data), in.pitch, static_cast<unsigned char *>(out.data),
+        out.pitch, W, H, kw, kh, ax, ay, border, e);
+    return cudaGetLastError();
+}
+
+/* Calls f.template operator()<Tin, Tout, C, RAW>() for the supported
+ * combinations: same type in and out with the epilogue, float out raw
+ * from any type, float in to any type with the epilogue. */
+template <typename F>
+cudaError_t dispatch(int in_type, int out_type, int raw, int channels, const F &f)
+{
+#define GIMG_CONV_C(Tin, Tout, RAW)                                                         \
+    switch (channels) {                                                                     \
+    case 1: return f.template operator()<Tin, Tout, 1, RAW>();                              \
+    case 2: return f.template operator()<Tin, Tout, 2, RAW>();                              \
+    case 3: return f.template operator()<Tin, Tout, 3, RAW>();                              \
+    case 4: return f.template operator()<Tin, Tout, 4, RAW>();                              \
+    default: return cudaErrorInvalidValue;                                                  \
+    }
+    if (raw) {
+        if (out_type != GIMG_CUDA_F32)
+            return cudaErrorInvalidValue;
+        if (in_type == GIMG_CUDA_U8) GIMG_CONV_C(uint8_t, float, true)
+        if (in_type == GIMG_CUDA_U16) GIMG_CONV_C(uint16_t, float, true)
+        if (in_type == GIMG_CUDA_F32) GIMG_CONV_C(float, float, true)
+        return cudaErrorInvalidValue;
+    }
+    if (in_type == out_type) {
+        if (in_type == GIMG_CUDA_U8) GIMG_CONV_C(uint8_t, uint8_t, false)
+        if (in_type == GIMG_CUDA_U16) GIMG_CONV_C(uint16_t, uint16_t, false)
+        if (in_type == GIMG_CUDA_F32) GIMG_CONV_C(float, float, false)
+    } else if (in_type == GIMG_CUDA_F32) {
+        if (out_type == GIMG_CUDA_U8) GIMG_CONV_C(float, uint8_t, false)
+        if (out_type == GIMG_CUDA_U16) GIMG_CONV_C(float, uint16_t, false)
+    }
+    return cudaErrorInvalidValue;
+#undef GIMG_CONV_C
+}
+
+bool plane_ok(const gimg_cuda_plane &p)
+{
+    return p.data && p.pitch % 16 == 0 && (uintptr_t)p.data % 16 == 0 &&
+           (p.type == GIMG_CUDA_U8 || p.type == GIMG_CUDA_U16 || p.type == GIMG_CUDA_F32);
+}
+
+/* The epilogue to use (raw without one); alpha_src always points at a
+ * plane so that address arithmetic on it is defined. */
+Epi epi_or_raw(const gimg_cuda_epilogue *epi, const gimg_cuda_plane &out)
+{
+    Epi e = {};
+    if (epi)
+        e = *epi;
+    else
+        e.raw = 1;
+    if (!e.alpha_src.data) {
+        e.keep_alpha = 0;
+        e.alpha_src = out;
+    }
+    return e;
+}
+
+/* The launch arguments, and a template call operator per instantiation. */
+struct conv_args {
+    gimg_cuda_plane in, out;
+    int W, H, kw, kh, ax, ay, border, tap_offset;
+    const float *d_taps;
+    Epi e;
+    cudaStream_t stream;
+};
+
+struct dense_op : conv_args {
+    template <typename Tin, typename Tout, int C, bool RAW> cudaError_t operator()() const
+    {
+        if constexpr (RAW && sizeof(Tin) == 4) {
+            if (d_taps)
+                return launch_dense<Tin, Tout, C, RAW, false>(in, out, W, H, kw, kh, ax, ay, border,
+                                                              tap_offset, d_taps, e, stream);
+        }
+        if (d_taps)
+            return cudaErrorInvalidValue; /* global taps: float to raw float only */
+        return launch_dense<Tin, Tout, C, RAW, true>(in, out, W, H, kw, kh, ax, ay, border,
+                                                     tap_offset, nullptr, e, stream);
+    }
+};
+
+struct sep_op : conv_args {
+    template <typename Tin, typename Tout, int C, bool RAW> cudaError_t operator()() const
+    {
+        return launch_sep<Tin, Tout, C, RAW>(in, out, W, H, kw, kh, ax, ay, border, e, stream);
+    }
+};
+
+} // namespace
+
+extern "C" cudaError_t gimg_cuda_conv_set_taps(const float *h_taps, int offset, int n,
+                                               cudaStream_t stream)
+{
+    if (offset < 0 || n < 0 || offset + n > GIMG_CUDA_CONV_CONST_TAPS)
+        return cudaErrorInvalidValue;
+    return cudaMemcpyToSymbolAsync(c_taps, h_taps, (size_t)n * sizeof(float),
+                                   (size_t)offset * sizeof(float), cudaMemcpyHostToDevice, stream);
+}
+
+extern "C" cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                            int height, int channels, int kw, int kh, int ax,
+                                            int ay, int border, int tap_offset,
+                                            const float *d_taps, const gimg_cuda_epilogue *epi,
+                                            cudaStream_t stream)
+{
+    if (!plane_ok(in) || !plane_ok(out) || width < 1 || height < 1 || kw < 1 || kh < 1 ||
+        tap_offset < 0 || (!d_taps && tap_offset + kw * kh > GIMG_CUDA_CONV_CONST_TAPS))
+        return cudaErrorInvalidValue;
+    const Epi e = epi_or_raw(epi, out);
+    return dispatch(in.type, out.type, e.raw, channels,
+                    dense_op{in, out, width, height, kw, kh, ax, ay, border, tap_offset, d_taps, e,
+                             stream});
+}
+
+extern "C" int gimg_cuda_conv_separable_fits(int channels, int kw, int kh)
+{
+    return kw <= GIMG_CUDA_CONV_COL_OFFSET && kh <= GIMG_CUDA_CONV_COL_OFFSET &&
+           sep_smem_bytes(channels, kw, kh) <= 200 * 1024;
+}
+
+extern "C" cudaError_t gimg_cuda_conv_separable(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                                int height, int channels, int kw, int kh, int ax,
+                                                int ay, int border, const gimg_cuda_epilogue *epi,
+                                                cudaStream_t stream)
+{
+    if (!plane_ok(in) || !plane_ok(out) || width < 1 || height < 1 || kw < 1 || kh < 1 ||
+        !gimg_cuda_conv_separable_fits(channels, kw, kh))
+        return cudaErrorInvalidValue;
+    const Epi e = epi_or_raw(epi, out);
+    return dispatch(in.type, out.type, e.raw, channels,
+                    sep_op{in, out, width, height, kw, kh, ax, ay, border, 0, nullptr, e, stream});
+}
+
+extern "C" cudaError_t gimg_cuda_conv_magnitude(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                                int height, int channels, int kw, int kh, int ax,
+                                                int ay, int border, cudaStream_t stream)
+{
+    if (!plane_ok(in) || !plane_ok(out) || in.type != GIMG_CUDA_F32 || out.type != GIMG_CUDA_F32 ||
+        width < 1 || height < 1 || height > 65535 || 2 * kw * kh > GIMG_CUDA_CONV_CONST_TAPS)
+        return cudaErrorInvalidValue;
+    dim3 grid((width + 127) / 128, height);
+    magnitude_kernel<<<grid, 128, 0, stream>>>(static_cast<const unsigned char *>(in.data), in.pitch,
+                                                static_cast<unsigned char *>(out.data), out.pitch,
+                                                width, height, channels, kw, kh, ax, ay, border);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gimg_cuda_conv_widen(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                            int height, int channels, int premultiply,
+                                            cudaStream_t stream)
+{
+    if (!plane_ok(in) || !plane_ok(out) || out.type != GIMG_CUDA_F32 || width < 1 || height < 1 ||
+        height > 65535)
+        return cudaErrorInvalidValue;
+    dim3 grid((width + 127) / 128, height);
+    const unsigned char *src = static_cast<const unsigned char *>(in.data);
+    unsigned char *dst = static_cast<unsigned char *>(out.data);
+    if (in.type == GIMG_CUDA_U8)
+        widen_kernel<uint8_t><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, premultiply);
+    else if (in.type == GIMG_CUDA_U16)
+        widen_kernel<uint16_t><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, premultiply);
+    else
+        widen_kernel<float><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, premultiply);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gimg_cuda_conv_narrow(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                             int height, int channels, int unpremultiply,
+                                             float alpha_unit, const gimg_cuda_epilogue *epi,
+                                             cudaStream_t stream)
+{
+    if (!plane_ok(in) || !plane_ok(out) || in.type != GIMG_CUDA_F32 || width < 1 || height < 1 ||
+        height > 65535 || !epi)
+        return cudaErrorInvalidValue;
+    Epi e = epi_or_raw(epi, out);
+    e.raw = 0;
+    dim3 grid((width + 127) / 128, height);
+    const unsigned char *src = static_cast<const unsigned char *>(in.data);
+    unsigned char *dst = static_cast<unsigned char *>(out.data);
+    if (out.type == GIMG_CUDA_U8)
+        narrow_kernel<uint8_t><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, unpremultiply, alpha_unit, e);
+    else if (out.type == GIMG_CUDA_U16)
+        narrow_kernel<uint16_t><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, unpremultiply, alpha_unit, e);
+    else
+        narrow_kernel<float><<<grid, 128, 0, stream>>>(src, in.pitch, dst, out.pitch, width, height, channels, unpremultiply, alpha_unit, e);
+    return cudaGetLastError();
+}

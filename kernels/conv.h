@@ -1,0 +1,96 @@
+/* conv.h — launchers of kernels/conv.cu, callable from C. */
+#ifndef GIMG_KERNELS_CONV_H
+#define GIMG_KERNELS_CONV_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sample types, as gimg_sample (bytes per sample). */
+enum { GIMG_CUDA_U8 = 1, GIMG_CUDA_U16 = 2, GIMG_CUDA_F32 = 4 };
+
+/* Taps that fit in the kernels' constant memory (64 KiB of float). */
+#define GIMG_CUDA_CONV_CONST_TAPS 16384
+
+/* An interleaved image on the device: rows `pitch` bytes apart (a multiple
+ * of 16, each row's allocation reaching its pitch). */
+typedef struct {
+    void *data;
+    size_t pitch;
+    int type; /* GIMG_CUDA_U8, _U16, _F32 */
+} gimg_cuda_plane;
+
+/* What happens to each sum before it is stored. raw: stored as float,
+ * untouched (an intermediate). Otherwise v = fmaf(v, scale, bias), |v| if
+ * absolute, clamped and rounded to the output's type; with keep_alpha the
+ * last channel is copied from alpha_src (same type as the output). */
+typedef struct {
+    int raw;
+    float scale, bias;
+    int absolute;
+    int keep_alpha;
+    gimg_cuda_plane alpha_src;
+} gimg_cuda_epilogue;
+
+/* Copies n taps into constant memory at offset (in taps); stream-ordered. */
+cudaError_t gimg_cuda_conv_set_taps(const float *h_taps, int offset, int n, cudaStream_t stream);
+
+/*
+ * Dense convolution (correlation form, see lib/gimg_conv.h) of a width x
+ * height image of `channels` channels: out(x, y, c) = sum over i < kh,
+ * j < kw of taps[i * kw + j] * in(x + j - ax, y + i - ay, c), one fused
+ * multiply-add per tap in that order, outside samples through `border`
+ * (gimg_border). Taps come from constant memory at tap_offset (see
+ * set_taps) when d_taps is NULL, else from d_taps + tap_offset in device
+ * memory (kernels larger than constant memory; float to raw float only). out is F32 when epi->raw, else of in's type or
+ * F32 -> any. Asynchronous on stream.
+ */
+cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane out, int width, int height,
+                                 int channels, int kw, int kh, int ax, int ay, int border,
+                                 int tap_offset, const float *d_taps,
+                                 const gimg_cuda_epilogue *epi, cudaStream_t stream);
+
+/*
+ * Separable convolution in one pass over the image: a row pass (row taps
+ * at constant offset 0, kw of them) into shared memory, then a column pass
+ * (col taps at offset GIMG_CUDA_CONV_COL_OFFSET, kh of them), giving
+ * exactly the two-pass result (the row pass's sums stay float). Needs
+ * gimg_cuda_conv_separable_fits(); otherwise run two dense passes (1 x kw
+ * then kh x 1, taps at offsets 0 and GIMG_CUDA_CONV_COL_OFFSET) through a
+ * float image, which is also faster for tall kernels (GIMG_CUDA_CONV_FUSE_MAX_KH).
+ */
+#define GIMG_CUDA_CONV_COL_OFFSET 8192
+/* Fused only up to this height: taller kernels recompute too many row-pass
+ * halo rows per tile (tile height 32) and hold too much shared memory for
+ * good occupancy; two passes through a float image win there
+ * (bench_conv on the H100: see conv.cu's header). */
+#define GIMG_CUDA_CONV_FUSE_MAX_KH 15
+int gimg_cuda_conv_separable_fits(int channels, int kw, int kh);
+cudaError_t gimg_cuda_conv_separable(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                     int height, int channels, int kw, int kh, int ax, int ay,
+                                     int border, const gimg_cuda_epilogue *epi,
+                                     cudaStream_t stream);
+
+/* Gradient magnitude of two kw x kh kernels in constant memory (gx at 0,
+ * gy at kw * kh): sqrt(fmaf(gx, gx, gy * gy)). F32 in, F32 out (raw). */
+cudaError_t gimg_cuda_conv_magnitude(gimg_cuda_plane in, gimg_cuda_plane out, int width,
+                                     int height, int channels, int kw, int kh, int ax, int ay,
+                                     int border, cudaStream_t stream);
+
+/* in (any type) to F32; premultiply: colours times alpha / max. */
+cudaError_t gimg_cuda_conv_widen(gimg_cuda_plane in, gimg_cuda_plane out, int width, int height,
+                                 int channels, int premultiply, cudaStream_t stream);
+/* F32 to out's type through the epilogue; unpremultiply: colours divided
+ * by alpha / alpha_unit first (unless alpha_unit or that fraction is 0, see
+ * lib/conv_internal.h), and alpha stored without scale or bias. */
+cudaError_t gimg_cuda_conv_narrow(gimg_cuda_plane in, gimg_cuda_plane out, int width, int height,
+                                  int channels, int unpremultiply, float alpha_unit,
+                                  const gimg_cuda_epilogue *epi, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

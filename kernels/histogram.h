@@ -1,0 +1,54 @@
+/* histogram.h — launchers of kernels/histogram.cu, callable from C. */
+#ifndef GIMG_KERNELS_HISTOGRAM_H
+#define GIMG_KERNELS_HISTOGRAM_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a sample finds its slot (lib/hist_internal.h defines the slots):
+ * IDENT: the 8-bit value itself (256 bins over [0, 256));
+ * SHIFT: (v - first) >> shift with range checks (gimg_hist_intmap's shift form);
+ * LUT:   d_lut[v] (its table form, in device memory);
+ * FLOAT: gimg_hist_slot_of on the float value, closed range [lo, hi]. */
+enum { GIMG_CUDA_HIST_IDENT = 0, GIMG_CUDA_HIST_SHIFT, GIMG_CUDA_HIST_LUT, GIMG_CUDA_HIST_FLOAT };
+
+typedef struct {
+    int mode;                /* GIMG_CUDA_HIST_* */
+    int bins;                /* 1 .. 65536 */
+    int first, shift;        /* SHIFT */
+    const uint32_t *d_lut;   /* LUT: 256 or 65536 entries */
+    double lo, hi;           /* FLOAT */
+    int luma;                /* 1: count luma as channel `channels` */
+} gimg_cuda_hist_map;
+
+/*
+ * Counts a width x height image of `channels` interleaved samples of
+ * sample_bytes (1: 8-bit, 2: 16-bit, 4: float) into d_counts:
+ * (channels + luma) rows of bins + 3 64-bit counters (the bins, then below,
+ * above, NaN). d_counts is set to zero first (on stream); it needs
+ * 8 * (channels + luma) * (bins + 3) bytes. The image is 16-byte aligned,
+ * its pitch a multiple of 16 and each row's allocation reaches its pitch.
+ * Asynchronous on stream; returns the first launch error.
+ */
+cudaError_t gimg_cuda_hist(const void *d_img, size_t pitch_bytes, int width, int height,
+                           int channels, int sample_bytes, const gimg_cuda_hist_map *map,
+                           unsigned long long *d_counts, cudaStream_t stream);
+
+/* The same with the kernel's shape forced, for the benchmark's tuning:
+ * replicas of each shared counter (32, 16, 8 or 1; 0 = automatic; 16 and 8
+ * only with IDENT) and threads per block (0 = automatic). Fails with
+ * cudaErrorInvalidValue where the shape does not exist or does not fit. */
+cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_bytes, int width, int height,
+                                  int channels, int sample_bytes, const gimg_cuda_hist_map *map,
+                                  unsigned long long *d_counts, int replicas, int threads,
+                                  cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

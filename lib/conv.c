@@ -1,0 +1,765 @@
+/*
+ * conv.c — 2-D convolution on the CPU, twice: a direct reference written for
+ * clarity (every tap of every sample through gimg_border_index), and the
+ * fast backend; then the dispatch between the CPU and the GPU.
+ *
+ * The plan every backend follows (see gimg_conv.h):
+ *   1. widen each sample to float; with --alpha premultiply (2 and 4
+ *      channels) colours become v * (a / max), alpha stays as it is;
+ *   2. apply each kernel in turn, in float, to every channel: DENSE taps
+ *      in row-major order, SEPARABLE as a row pass then a column pass (the
+ *      row pass's results in float), MAGNITUDE as sqrtf(fmaf(gx, gx, gy*gy));
+ *      every tap a fused multiply-add, a zero border's outside samples read
+ *      as +0 and multiplied like any other;
+ *   3. per sample: premultiplied colours divided by the convolved alpha
+ *      fraction, --scale/--bias as fmaf(v, scale, bias), --abs, then
+ *      clamp and round to nearest (8/16-bit); the alpha of premultiply mode
+ *      gets no scale or bias, keep mode's alpha is the input's, unchanged.
+ *
+ * The fast path streams rows: each thread owns a band of output rows and a
+ * ring of the input rows (or row-pass results) its window needs, widened
+ * and padded with the border, so one image pass stays in cache. The inner
+ * loops run over a padded row's samples (channels interleaved, a tap's
+ * horizontal step is one pixel = C floats) in blocks of 32, vectorized with
+ * AVX2/FMA where the CPU has it (chosen at run time); scalar fmaf gives the
+ * same bits everywhere else.
+ */
+#include "conv_internal.h"
+#include "ctx_internal.h"
+#include "alloc_internal.h"
+
+#include <limits.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+void gimg_conv_opts_init(gimg_conv_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->scale = 1.0f;
+    o->border = GIMG_BORDER_CLAMP;
+    o->alpha = GIMG_ALPHA_PREMULTIPLY;
+}
+
+static gimg_status check_opts(const gimg_image *in, const gimg_conv_opts *o)
+{
+    if (!o->kernels || o->n_kernels < 1)
+        return gimg_fail(GIMG_E_USAGE, "no kernel given");
+    if (in->channels < 1 || in->channels > 4)
+        return gimg_fail(GIMG_E_FORMAT, "%d channels: not supported", in->channels);
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------------ sample access */
+
+static inline float load_sample(const gimg_image *im, int x, int y, int c)
+{
+    const unsigned char *row = gimg_row(im, y);
+    size_t i = (size_t)x * im->channels + c;
+    switch (im->sample) {
+    case GIMG_U8: return (float)row[i];
+    case GIMG_U16: return (float)((const uint16_t *)row)[i];
+    default: return ((const float *)row)[i];
+    }
+}
+
+/* Step 3 for one row: v holds the convolved row (W * C floats). */
+static void narrow_row(const float *v, const gimg_image *orig, const gimg_conv_opts *o,
+                       float unit, int y, gimg_image *out)
+{
+    const int W = out->width, C = out->channels;
+    const int premult = gimg_conv_premultiplied(o, C);
+    const int keep = gimg_conv_has_alpha(C) && o->alpha == GIMG_ALPHA_KEEP;
+    const int colours = premult || keep ? C - 1 : C;
+    unsigned char *row = gimg_row(out, y);
+    const unsigned char *orow = gimg_row(orig, y);
+    for (int x = 0; x < W; x++) {
+        const float *p = v + (size_t)x * C;
+        for (int c = 0; c < C; c++) {
+            float f;
+            size_t i = (size_t)x * C + c;
+            if (c == C - 1 && keep) {
+                memcpy(row + i * out->sample, orow + i * out->sample, out->sample);
+                continue;
+            }
+            if (c < colours) {
+                f = premult ? gimg_conv_unpremultiply(p[c], p[C - 1], unit) : p[c];
+                f = gimg_conv_finish(f, o->scale, o->bias, o->absolute);
+            } else {
+                f = p[c]; /* premultiply mode's alpha: convolved, no scale or bias */
+            }
+            if (out->sample == GIMG_U8)
+                row[i] = gimg_conv_to_u8(f);
+            else if (out->sample == GIMG_U16)
+                ((uint16_t *)row)[i] = gimg_conv_to_u16(f);
+            else
+                ((float *)row)[i] = f;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- reference */
+
+typedef struct {
+    int W, H, C;
+    float *v; /* W * H * C, interleaved */
+} fimage;
+
+static gimg_status fimage_alloc(fimage *f, int W, int H, int C)
+{
+    f->W = W, f->H = H, f->C = C;
+    f->v = gimg_alloc_large((size_t)W * H * C * sizeof(float));
+    return f->v ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
+}
+
+static inline float fat(const fimage *f, int x, int y, int c)
+{
+    return f->v[((size_t)y * f->W + x) * f->C + c];
+}
+
+/* A sample of f at any coordinates, through the border. */
+static float ref_get(const fimage *f, long x, long y, int c, gimg_border b)
+{
+    int xx = gimg_border_index(x, f->W, b), yy = gimg_border_index(y, f->H, b);
+    return xx < 0 || yy < 0 ? 0.0f : fat(f, xx, yy, c);
+}
+
+static float ref_dense(const fimage *f, const float *taps, const gimg_kernel *k, int x, int y,
+                       int c, gimg_border b)
+{
+    float acc = 0.0f;
+    for (int i = 0; i < k->height; i++)
+        for (int j = 0; j < k->width; j++)
+            acc = fmaf(taps[i * k->width + j],
+                       ref_get(f, (long)x + j - k->anchor_x, (long)y + i - k->anchor_y, c, b), acc);
+    return acc;
+}
+
+static gimg_status ref_apply(const fimage *src, const gimg_kernel *k, gimg_border b, fimage *dst)
+{
+    const int W = src->W, H = src->H, C = src->C;
+    gimg_status st = fimage_alloc(dst, W, H, C);
+    if (st)
+        return st;
+    if (k->kind == GIMG_KERNEL_SEPARABLE) {
+        fimage tmp;
+        if ((st = fimage_alloc(&tmp, W, H, C)))
+            return st;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int c = 0; c < C; c++) {
+                    float acc = 0.0f;
+                    for (int j = 0; j < k->width; j++)
+                        acc = fmaf(k->row[j], ref_get(src, (long)x + j - k->anchor_x, y, c, b), acc);
+                    tmp.v[((size_t)y * W + x) * C + c] = acc;
+                }
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int c = 0; c < C; c++) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < k->height; i++)
+                        acc = fmaf(k->col[i], ref_get(&tmp, x, (long)y + i - k->anchor_y, c, b), acc);
+                    dst->v[((size_t)y * W + x) * C + c] = acc;
+                }
+        free(tmp.v);
+        return GIMG_OK;
+    }
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int c = 0; c < C; c++) {
+                float gx = ref_dense(src, k->taps, k, x, y, c, b), v = gx;
+                if (k->kind == GIMG_KERNEL_MAGNITUDE) {
+                    float gy = ref_dense(src, k->taps_y, k, x, y, c, b);
+                    v = sqrtf(fmaf(gx, gx, gy * gy));
+                }
+                dst->v[((size_t)y * W + x) * C + c] = v;
+            }
+    return GIMG_OK;
+}
+
+gimg_status gimg_conv_reference(const gimg_image *in, const gimg_conv_opts *o, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    gimg_status st = check_opts(in, o);
+    if (st)
+        return st;
+    const int W = in->width, H = in->height, C = in->channels;
+    const int premult = gimg_conv_premultiplied(o, C);
+    const float amax = gimg_conv_alpha_max(in->sample);
+    fimage cur;
+    if ((st = fimage_alloc(&cur, W, H, C)))
+        return st;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int c = 0; c < C; c++) {
+                float v = load_sample(in, x, y, c);
+                if (premult && c < C - 1)
+                    v = gimg_conv_premultiply(v, load_sample(in, x, y, C - 1), amax);
+                cur.v[((size_t)y * W + x) * C + c] = v;
+            }
+    for (int n = 0; n < o->n_kernels && !st; n++) {
+        fimage next;
+        st = ref_apply(&cur, &o->kernels[n], o->border, &next);
+        free(cur.v);
+        cur = next;
+    }
+    if (!st)
+        st = gimg_image_alloc(out, W, H, C, in->sample);
+    const float unit = gimg_conv_alpha_unit(o, in->sample);
+    if (!st)
+        for (int y = 0; y < H; y++)
+            narrow_row(cur.v + (size_t)y * W * C, in, o, unit, y, out);
+    free(cur.v);
+    return st;
+}
+
+/* --------------------------------------------------------------- fast path */
+
+/*
+ * out[q] = sum over i < nrows, j < ntaps of taps[i * ntaps + j] * rows[i][q + j * step],
+ * one fmaf per term in that order, for q < n. Blocks of 32 outputs keep
+ * their sums in registers across all the taps.
+ */
+#define DOT_ROWS_BODY                                                                     \
+    int q = 0;                                                                            \
+    for (; q + 32 <= n; q += 32) {                                                        \
+        float acc[32] = {0};                                                              \
+        for (int i = 0; i < nrows; i++) {                                                 \
+            const float *r = rows[i] + q;                                                 \
+            for (int j = 0; j < ntaps; j++, r += step) {                                  \
+                const float t = taps[i * ntaps + j];                                      \
+                for (int e = 0; e < 32; e++)                                              \
+                    acc[e] = fmaf(t, r[e], acc[e]);                                       \
+            }                                                                             \
+        }                                                                                 \
+        memcpy(out + q, acc, sizeof acc);                                                 \
+    }                                                                                     \
+    for (; q < n; q++) {                                                                  \
+        float acc = 0.0f;                                                                 \
+        for (int i = 0; i < nrows; i++)                                                   \
+            for (int j = 0; j < ntaps; j++)                                               \
+                acc = fmaf(taps[i * ntaps + j], rows[i][q + (size_t)j * step], acc);     \
+        out[q] = acc;                                                                     \
+    }
+
+typedef void (*dot_rows_fn)(float *restrict out, int n, const float *const *rows, int nrows,
+                            const float *taps, int ntaps, int step);
+
+static void dot_rows_generic(float *restrict out, int n, const float *const *rows, int nrows,
+                             const float *taps, int ntaps, int step)
+{
+    DOT_ROWS_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GIMG_X86_FAST 1
+#include <immintrin.h>
+/* The same sums, 32 outputs in four AVX registers for the whole tap loop. */
+__attribute__((target("avx2,fma"), optimize("O3"))) static void
+dot_rows_avx2(float *restrict out, int n, const float *const *rows, int nrows, const float *taps,
+              int ntaps, int step)
+{
+    int q = 0;
+    for (; q + 32 <= n; q += 32) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < nrows; i++) {
+            const float *r = rows[i] + q;
+            const float *t = taps + (size_t)i * ntaps;
+            for (int j = 0; j < ntaps; j++, r += step) {
+                const __m256 tv = _mm256_broadcast_ss(t + j);
+                a0 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r), a0);
+                a1 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 8), a1);
+                a2 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 16), a2);
+                a3 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 24), a3);
+            }
+        }
+        _mm256_storeu_ps(out + q, a0);
+        _mm256_storeu_ps(out + q + 8, a1);
+        _mm256_storeu_ps(out + q + 16, a2);
+        _mm256_storeu_ps(out + q + 24, a3);
+    }
+    for (; q < n; q++) {
+        float acc = 0.0f;
+        for (int i = 0; i < nrows; i++)
+            for (int j = 0; j < ntaps; j++)
+                acc = fmaf(taps[i * ntaps + j], rows[i][q + (size_t)j * step], acc);
+        out[q] = acc;
+    }
+}
+#endif
+
+static dot_rows_fn pick_dot_rows(void)
+{
+#ifdef GIMG_X86_FAST
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return dot_rows_avx2;
+#endif
+    return dot_rows_generic;
+}
+
+/* Where the rows of a stage come from: the input image (widened, maybe
+ * premultiplied) or the previous stage's float image. */
+typedef struct {
+    const gimg_image *img;
+    const fimage *f;
+    int premult;
+    float amax;
+} row_src;
+
+#define FETCH_BODY                                                                         \
+    const int W = s->img ? s->img->width : s->f->W;                                        \
+    const int C = s->img ? s->img->channels : s->f->C;                                     \
+    const size_t n = (size_t)W * C;                                                        \
+    if (s->f) {                                                                            \
+        memcpy(dst, s->f->v + (size_t)y * n, n * sizeof(float));                           \
+        return;                                                                            \
+    }                                                                                      \
+    const unsigned char *row = gimg_row(s->img, y);                                        \
+    if (s->img->sample == GIMG_U8)                                                         \
+        for (size_t i = 0; i < n; i++)                                                     \
+            dst[i] = (float)row[i];                                                        \
+    else if (s->img->sample == GIMG_U16)                                                   \
+        for (size_t i = 0; i < n; i++)                                                     \
+            dst[i] = (float)((const uint16_t *)row)[i];                                    \
+    else                                                                                   \
+        memcpy(dst, row, n * sizeof(float));                                               \
+    if (s->premult)                                                                        \
+        for (int x = 0; x < W; x++) {                                                      \
+            float *p = dst + (size_t)x * C;                                                \
+            for (int c = 0; c < C - 1; c++)                                                \
+                p[c] = gimg_conv_premultiply(p[c], p[C - 1], s->amax);                     \
+        }
+
+static void fetch_generic(const row_src *s, int y, float *restrict dst) { FETCH_BODY }
+static void narrow_generic(const float *v, const gimg_image *orig, const gimg_conv_opts *o,
+                           float unit, int y, gimg_image *out)
+{
+    narrow_row(v, orig, o, unit, y, out);
+}
+#ifdef GIMG_X86_FAST
+__attribute__((target("avx2,fma"), optimize("O3"))) static void
+fetch_avx2(const row_src *s, int y, float *restrict dst) { FETCH_BODY }
+/* The common case (no alpha handling) in a loop the compiler vectorizes. */
+__attribute__((target("avx2,fma"), optimize("O3"))) static void
+narrow_avx2(const float *v, const gimg_image *orig, const gimg_conv_opts *o, float unit, int y,
+            gimg_image *out)
+{
+    const size_t n = (size_t)out->width * out->channels;
+    const float scale = o->scale, bias = o->bias;
+    unsigned char *row = gimg_row(out, y);
+    if ((gimg_conv_has_alpha(out->channels) && o->alpha != GIMG_ALPHA_INCLUDE) ||
+        out->sample == GIMG_F32) {
+        narrow_row(v, orig, o, unit, y, out);
+        return;
+    }
+    if (out->sample == GIMG_U8)
+        for (size_t i = 0; i < n; i++)
+            row[i] = gimg_conv_to_u8(gimg_conv_finish(v[i], scale, bias, o->absolute));
+    else
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)row)[i] = gimg_conv_to_u16(gimg_conv_finish(v[i], scale, bias, o->absolute));
+}
+#endif
+
+typedef struct {
+    dot_rows_fn dot;
+    void (*fetch)(const row_src *, int, float *restrict);
+    void (*narrow)(const float *, const gimg_image *, const gimg_conv_opts *, float, int,
+                   gimg_image *);
+} cpu_fns;
+
+static cpu_fns pick_fns(void)
+{
+    cpu_fns f = {pick_dot_rows(), fetch_generic, narrow_generic};
+#ifdef GIMG_X86_FAST
+    if (f.dot == dot_rows_avx2) {
+        f.fetch = fetch_avx2;
+        f.narrow = narrow_avx2;
+    }
+#endif
+    return f;
+}
+
+/* Where a stage's rows go: the next stage's float image, or the output. */
+typedef struct {
+    fimage *f;
+    gimg_image *out;
+    const gimg_image *orig;
+    const gimg_conv_opts *o;
+    float unit; /* gimg_conv_alpha_unit */
+} row_sink;
+
+/* One thread's buffers for a stage. */
+typedef struct {
+    float *fetched;   /* one source row, W * C */
+    float *ring;      /* nring padded rows (dense) or row-pass rows (separable) */
+    int *tag;         /* the logical row each ring slot holds */
+    float *acc, *acc2;
+} stage_bufs;
+
+/* A padded row: the source row at offset ax pixels, the border around it. */
+static void pad_row(const row_src *s, const cpu_fns *fn, int y, const int *xmap, int ax, int kw,
+                    int W, int C, float *fetched, float *dst)
+{
+    if (y < 0) {
+        memset(dst, 0, (size_t)(W + kw - 1) * C * sizeof(float));
+        return;
+    }
+    fn->fetch(s, y, fetched);
+    memcpy(dst + (size_t)ax * C, fetched, (size_t)W * C * sizeof(float));
+    for (int p = 0; p < kw - 1; p++) {
+        /* pad p covers x = -ax + p for p < ax, else x = W + (p - ax) */
+        int x = p < ax ? p : W + ax + (p - ax);
+        int src = xmap[p];
+        float *d = dst + (size_t)x * C;
+        if (src < 0)
+            memset(d, 0, (size_t)C * sizeof(float));
+        else
+            memcpy(d, fetched + (size_t)src * C, (size_t)C * sizeof(float));
+    }
+}
+
+static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_border b, int W,
+                             int H, int C, const row_sink *sink, const cpu_fns *fn)
+{
+    const int kw = k->width, kh = k->height, ax = k->anchor_x, ay = k->anchor_y;
+    const int sep = k->kind == GIMG_KERNEL_SEPARABLE;
+    const size_t n = (size_t)W * C, padded = (size_t)(W + kw - 1) * C;
+    const size_t slot = sep ? n : padded;
+    /* Source column of each padding position (-1: zero). */
+    int *xmap = malloc((size_t)(kw > 1 ? kw - 1 : 1) * sizeof *xmap);
+    if (!xmap)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    for (int p = 0; p < kw - 1; p++)
+        xmap[p] = gimg_border_index(p < ax ? (long)p - ax : (long)W + (p - ax), W, b);
+    int failed = 0;
+    const int threads = (size_t)W * H * kw * kh > 200000 ? omp_get_max_threads() : 1;
+    #pragma omp parallel num_threads(threads) reduction(| : failed)
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int y0 = (int)((long)H * t / nt), y1 = (int)((long)H * (t + 1) / nt);
+        stage_bufs bf = {0};
+        bf.fetched = malloc(n * sizeof(float));
+        bf.ring = malloc((size_t)kh * slot * sizeof(float));
+        bf.tag = malloc((size_t)kh * sizeof(int));
+        bf.acc = malloc(padded * sizeof(float)); /* separable: a padded source row */
+        bf.acc2 = malloc(2 * n * sizeof(float));
+        const float **rows = malloc((size_t)kh * sizeof *rows);
+        if (!bf.fetched || !bf.ring || !bf.tag || !bf.acc || !bf.acc2 || !rows) {
+            failed = 1;
+        } else {
+            for (int i = 0; i < kh; i++)
+                bf.tag[i] = INT_MIN;
+            float *out = bf.acc2, *gy = bf.acc2 + n;
+            for (int y = y0; y < y1; y++) {
+                /* The logical rows y - ay .. y - ay + kh - 1, each in slot p mod kh. */
+                for (int i = 0; i < kh; i++) {
+                    long p = (long)y + i - ay;
+                    int s = (int)(((p % kh) + kh) % kh);
+                    float *dst = bf.ring + (size_t)s * slot;
+                    if (bf.tag[s] != p) {
+                        int yy = gimg_border_index(p, H, b);
+                        if (!sep) {
+                            pad_row(src, fn, yy, xmap, ax, kw, W, C, bf.fetched, dst);
+                        } else if (yy < 0) {
+                            memset(dst, 0, n * sizeof(float));
+                        } else {
+                            const float *pr = bf.acc;
+                            pad_row(src, fn, yy, xmap, ax, kw, W, C, bf.fetched, bf.acc);
+                            fn->dot(dst, (int)n, &pr, 1, k->row, kw, C);
+                        }
+                        bf.tag[s] = (int)p;
+                    }
+                    rows[i] = dst;
+                }
+                if (sep) {
+                    fn->dot(out, (int)n, rows, kh, k->col, 1, 0);
+                } else {
+                    fn->dot(out, (int)n, rows, kh, k->taps, kw, C);
+                    if (k->kind == GIMG_KERNEL_MAGNITUDE) {
+                        fn->dot(gy, (int)n, rows, kh, k->taps_y, kw, C);
+                        for (size_t q = 0; q < n; q++)
+                            out[q] = sqrtf(fmaf(out[q], out[q], gy[q] * gy[q]));
+                    }
+                }
+                if (sink->f)
+                    memcpy(sink->f->v + (size_t)y * n, out, n * sizeof(float));
+                else
+                    fn->narrow(out, sink->orig, sink->o, sink->unit, y, sink->out);
+            }
+        }
+        free(bf.fetched);
+        free(bf.ring);
+        free(bf.tag);
+        free(bf.acc);
+        free(bf.acc2);
+        free(rows);
+    }
+    free(xmap);
+    return failed ? gimg_fail(GIMG_E_NOMEM, "out of memory") : GIMG_OK;
+}
+
+static gimg_status conv_cpu_into(const gimg_image *in, const gimg_conv_opts *o, gimg_image *out)
+{
+    const int W = in->width, H = in->height, C = in->channels;
+    const cpu_fns fn = pick_fns();
+    row_src src = {in, NULL, gimg_conv_premultiplied(o, C), gimg_conv_alpha_max(in->sample)};
+    fimage cur = {0}, next = {0};
+    gimg_status st = GIMG_OK;
+    for (int s = 0; s < o->n_kernels && !st; s++) {
+        row_sink sink = {NULL, out, in, o, gimg_conv_alpha_unit(o, in->sample)};
+        if (s + 1 < o->n_kernels) {
+            if ((st = fimage_alloc(&next, W, H, C)))
+                break;
+            sink.f = &next;
+        }
+        st = run_stage(&src, &o->kernels[s], o->border, W, H, C, &sink, &fn);
+        free(cur.v);
+        cur = next;
+        next.v = NULL;
+        src.img = NULL;
+        src.f = &cur;
+        src.premult = 0;
+    }
+    free(cur.v);
+    return st;
+}
+
+gimg_status gimg_conv_cpu(const gimg_image *in, const gimg_conv_opts *o, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    gimg_status st = check_opts(in, o);
+    if (st || (st = gimg_image_alloc(out, in->width, in->height, in->channels, in->sample)))
+        return st;
+    if ((st = conv_cpu_into(in, o, out)))
+        gimg_image_free(out);
+    return st;
+}
+
+/* ----------------------------------------------------------------------- GPU */
+
+#ifdef GIMG_HAVE_CUDA
+#include "gpu_internal.h"
+#include "conv.h"
+
+/* Float images (and device taps) of one GPU run, freed by the caller. */
+typedef struct {
+    void *f[3];
+    float *d_taps;
+    size_t taps_cap;
+} gpu_bufs;
+
+static gimg_cuda_plane plane_of(void *d, size_t pitch, gimg_sample s)
+{
+    gimg_cuda_plane p = {d, pitch, (int)s};
+    return p;
+}
+
+/* A separable kernel from src to dst: fused where it fits and pays, else a
+ * row pass into a float image and a column pass out of it. epi: NULL for a
+ * raw float result. */
+static gimg_status gpu_separable(gimg_gpu *g, const gimg_kernel *k, gimg_border b, int W, int H,
+                                 int C, gimg_cuda_plane src, gimg_cuda_plane dst,
+                                 const gimg_cuda_epilogue *epi, gpu_bufs *bf, size_t fpitch)
+{
+    const int kw = k->width, kh = k->height;
+    GIMG_CUDA(gimg_cuda_conv_set_taps(k->row, 0, kw, g->stream));
+    GIMG_CUDA(gimg_cuda_conv_set_taps(k->col, GIMG_CUDA_CONV_COL_OFFSET, kh, g->stream));
+    if (kh <= GIMG_CUDA_CONV_FUSE_MAX_KH && gimg_cuda_conv_separable_fits(C, kw, kh)) {
+        GIMG_CUDA(gimg_cuda_conv_separable(src, dst, W, H, C, kw, kh, k->anchor_x, k->anchor_y, b,
+                                           epi, g->stream));
+        return GIMG_OK;
+    }
+    if (!bf->f[2])
+        GIMG_CUDA(cudaMalloc(&bf->f[2], fpitch * (size_t)H));
+    const gimg_cuda_plane tmp = plane_of(bf->f[2], fpitch, GIMG_F32);
+    GIMG_CUDA(gimg_cuda_conv_dense(src, tmp, W, H, C, kw, 1, k->anchor_x, 0, b, 0, NULL, NULL,
+                                   g->stream));
+    GIMG_CUDA(gimg_cuda_conv_dense(tmp, dst, W, H, C, 1, kh, 0, k->anchor_y, b,
+                                   GIMG_CUDA_CONV_COL_OFFSET, NULL, epi, g->stream));
+    return GIMG_OK;
+}
+
+/* One kernel of a chain, float to float. */
+static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, int W, int H,
+                             int C, gimg_cuda_plane src, gimg_cuda_plane dst, gpu_bufs *bf,
+                             size_t fpitch)
+{
+    const int kw = k->width, kh = k->height, ax = k->anchor_x, ay = k->anchor_y;
+    const size_t taps = (size_t)kw * kh;
+    if (k->kind == GIMG_KERNEL_MAGNITUDE) {
+        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps, 0, (int)taps, g->stream));
+        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps_y, (int)taps, (int)taps, g->stream));
+        GIMG_CUDA(gimg_cuda_conv_magnitude(src, dst, W, H, C, kw, kh, ax, ay, b, g->stream));
+        return GIMG_OK;
+    }
+    if (k->kind == GIMG_KERNEL_SEPARABLE)
+        return gpu_separable(g, k, b, W, H, C, src, dst, NULL, bf, fpitch);
+    if (taps <= GIMG_CUDA_CONV_CONST_TAPS) {
+        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps, 0, (int)taps, g->stream));
+        GIMG_CUDA(gimg_cuda_conv_dense(src, dst, W, H, C, kw, kh, ax, ay, b, 0, NULL, NULL,
+                                       g->stream));
+        return GIMG_OK;
+    }
+    if (bf->taps_cap < taps) {
+        GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* the old taps may be in use */
+        GIMG_CUDA(cudaFree(bf->d_taps));
+        bf->d_taps = NULL;
+        GIMG_CUDA(cudaMalloc((void **)&bf->d_taps, taps * sizeof(float)));
+        bf->taps_cap = taps;
+    }
+    GIMG_CUDA(cudaMemcpyAsync(bf->d_taps, k->taps, taps * sizeof(float), cudaMemcpyHostToDevice,
+                              g->stream));
+    GIMG_CUDA(gimg_cuda_conv_dense(src, dst, W, H, C, kw, kh, ax, ay, b, 0, bf->d_taps, NULL,
+                                   g->stream));
+    GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* k->taps is pageable and may change */
+    return GIMG_OK;
+}
+
+static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
+                           gimg_image *out, gpu_bufs *bf, double *kernel_ms)
+{
+    const int W = in->width, H = in->height, C = in->channels;
+    const int premult = gimg_conv_premultiplied(o, C);
+    gimg_dimage d_in, d_out;
+    gimg_status st;
+    if ((st = gimg_gpu_image(g, 0, W, H, C, in->sample, &d_in)) ||
+        (st = gimg_gpu_image(g, 1, W, H, C, in->sample, &d_out)) ||
+        (st = gimg_gpu_upload(g, in, &d_in)))
+        return st;
+    const gimg_cuda_plane pin = plane_of(d_in.d_data, d_in.pitch_bytes, in->sample);
+    const gimg_cuda_plane pout = plane_of(d_out.d_data, d_out.pitch_bytes, in->sample);
+    gimg_cuda_epilogue epi = {0, o->scale, o->bias, o->absolute,
+                              gimg_conv_has_alpha(C) && o->alpha == GIMG_ALPHA_KEEP, pin};
+    const gimg_kernel *k0 = &o->kernels[0];
+    const size_t taps0 = (size_t)k0->width * k0->height;
+    const size_t fpitch = ((size_t)W * C * sizeof(float) + 15) & ~(size_t)15;
+    GIMG_CUDA(cudaEventRecord(g->ev_start, g->stream));
+    if (o->n_kernels == 1 && !premult && k0->kind == GIMG_KERNEL_SEPARABLE) {
+        /* From the input's type to the output's, fused or through a float image. */
+        if ((st = gpu_separable(g, k0, o->border, W, H, C, pin, pout, &epi, bf, fpitch)))
+            return st;
+    } else if (o->n_kernels == 1 && !premult && k0->kind == GIMG_KERNEL_DENSE &&
+               taps0 <= GIMG_CUDA_CONV_CONST_TAPS) {
+        GIMG_CUDA(gimg_cuda_conv_set_taps(k0->taps, 0, (int)taps0, g->stream));
+        GIMG_CUDA(gimg_cuda_conv_dense(pin, pout, W, H, C, k0->width, k0->height, k0->anchor_x,
+                                       k0->anchor_y, o->border, 0, NULL, &epi, g->stream));
+    } else {
+        /* Widen (and premultiply), the kernels float to float, narrow. */
+        GIMG_CUDA(cudaMalloc(&bf->f[0], fpitch * (size_t)H));
+        GIMG_CUDA(cudaMalloc(&bf->f[1], fpitch * (size_t)H));
+        gimg_cuda_plane f[2] = {plane_of(bf->f[0], fpitch, GIMG_F32),
+                                plane_of(bf->f[1], fpitch, GIMG_F32)};
+        GIMG_CUDA(gimg_cuda_conv_widen(pin, f[0], W, H, C, premult, g->stream));
+        int cur = 0;
+        for (int i = 0; i < o->n_kernels; i++, cur ^= 1)
+            if ((st = gpu_stage(g, &o->kernels[i], o->border, W, H, C, f[cur], f[cur ^ 1], bf,
+                                fpitch)))
+                return st;
+        GIMG_CUDA(gimg_cuda_conv_narrow(f[cur], pout, W, H, C, premult,
+                                        gimg_conv_alpha_unit(o, in->sample), &epi, g->stream));
+    }
+    GIMG_CUDA(cudaEventRecord(g->ev_stop, g->stream));
+    if ((st = gimg_gpu_download(g, &d_out, out)))
+        return st;
+    float ms = 0;
+    GIMG_CUDA(cudaEventElapsedTime(&ms, g->ev_start, g->ev_stop));
+    if (kernel_ms)
+        *kernel_ms = ms;
+    return GIMG_OK;
+}
+
+gimg_status gimg_conv_gpu(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
+                          gimg_image *out, double *kernel_ms)
+{
+    gimg_status st = check_opts(in, o);
+    if (st)
+        return st;
+    if (in->height > GIMG_CONV_GPU_MAX_ROWS)
+        return gimg_fail(GIMG_E_LIMIT, "%d rows: the GPU path takes at most %d (use --device cpu)",
+                         in->height, GIMG_CONV_GPU_MAX_ROWS);
+    gpu_bufs bf = {{0}, NULL, 0};
+    st = gpu_run(g, in, o, out, &bf, kernel_ms);
+    if (st)
+        cudaStreamSynchronize(g->stream);
+    for (int i = 0; i < 3; i++)
+        cudaFree(bf.f[i]);
+    cudaFree(bf.d_taps);
+    return st;
+}
+#endif
+
+/* ------------------------------------------------------------------ dispatch */
+
+double gimg_kernel_fmas(const gimg_kernel *k)
+{
+    switch (k->kind) {
+    case GIMG_KERNEL_SEPARABLE: return (double)k->width + k->height;
+    case GIMG_KERNEL_MAGNITUDE: return 2.0 * k->width * k->height + 1;
+    default: return (double)k->width * k->height;
+    }
+}
+
+float gimg_conv_alpha_unit(const gimg_conv_opts *o, gimg_sample s)
+{
+    double gain = 1;
+    for (int i = 0; i < o->n_kernels; i++) {
+        const gimg_kernel *k = &o->kernels[i];
+        double sum = 0;
+        if (k->kind == GIMG_KERNEL_MAGNITUDE)
+            return 0.0f;
+        for (int t = 0; t < k->width * k->height; t++)
+            sum += k->taps[t];
+        gain *= sum;
+    }
+    return (float)(gimg_conv_alpha_max(s) * gain);
+}
+
+size_t gimg_conv_auto_min_bytes(const gimg_conv_opts *o, gimg_sample sample, int threads)
+{
+    double fmas = 0;
+    for (int i = 0; i < o->n_kernels; i++)
+        fmas += gimg_kernel_fmas(&o->kernels[i]);
+    const double per_byte = fmas / (double)sample;
+    const double cpu_ms = per_byte / ((threads > 0 ? threads : 1) * GIMG_CONV_CPU_FMAS_PER_MS_PER_THREAD);
+    const double gpu_ms = GIMG_CONV_GPU_MS_PER_BYTE + per_byte / GIMG_CONV_GPU_FMAS_PER_MS;
+    if (cpu_ms <= gpu_ms)
+        return SIZE_MAX;
+    const double bytes = GIMG_CONV_GPU_START_MS / (cpu_ms - gpu_ms);
+    if (bytes >= (double)SIZE_MAX / 2)
+        return SIZE_MAX;
+    return bytes < (double)GIMG_CONV_GPU_MIN_BYTES ? GIMG_CONV_GPU_MIN_BYTES : (size_t)bytes;
+}
+
+gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts *o,
+                      gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    gimg_status st = check_opts(in, o);
+    if (st)
+        return st;
+    struct gimg_gpu *gpu;
+    size_t bytes = (size_t)in->height * (size_t)in->width * gimg_pixel_bytes(in);
+    size_t min_bytes = gimg_conv_auto_min_bytes(o, in->sample, omp_get_max_threads());
+    if (in->height > GIMG_CONV_GPU_MAX_ROWS)
+        min_bytes = SIZE_MAX;
+    if ((st = gimg_ctx_select(ctx, bytes, min_bytes, &gpu)))
+        return st;
+    if ((st = gimg_image_alloc(out, in->width, in->height, in->channels, in->sample)))
+        return st;
+#ifdef GIMG_HAVE_CUDA
+    if (gpu) {
+        double kernel_ms = 0, t0 = gimg_now_ms();
+        st = gimg_conv_gpu(gpu, in, o, out, &kernel_ms);
+        if (st)
+            gimg_image_free(out);
+        else
+            gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
+        return st;
+    }
+#endif
+    if ((st = conv_cpu_into(in, o, out)))
+        gimg_image_free(out);
+    return st;
+}

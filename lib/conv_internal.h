@@ -1,0 +1,161 @@
+/*
+ * conv_internal.h — what conv.c shares with kernel_spec.c, the GPU dispatch
+ * and the tests: border indexing, the last step of every output sample
+ * (written once here so that the reference and the fast path cannot
+ * drift apart), and --device auto's break-even.
+ */
+#ifndef GIMG_CONV_INTERNAL_H
+#define GIMG_CONV_INTERNAL_H
+
+#include "gimg_conv.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * --device auto. Convolution does FMAs per sample, so unlike the transposes
+ * its cost grows with the kernel while the GPU's extra costs do not: its
+ * start-up (CUDA's initialisation, only partly hidden behind the decode)
+ * and the transfers. gimg_conv_auto_min_bytes() estimates, for one set of
+ * options, the image size from which
+ *     cpu  = bytes * FMAs per byte / (threads * CPU rate)
+ * exceeds
+ *     gpu  = start-up + bytes * (transfer time per byte + FMAs per byte / GPU rate)
+ * and returns it (SIZE_MAX where the GPU never wins: kernels too cheap for
+ * the transfers). The rates were measured with bench_conv's "end to end"
+ * table on the H100 machine (16 threads): the CPU backend ran 82 to 195 G FMA/s (gaussian:2 to 31x31 at 4096x4096
+ * RGB), about 10 G FMA/s per thread; upload + download of 50 MB took 10 to
+ * 12 ms; the dense kernels ran 20 to 30 T FLOP/s (10 to 15 T FMA/s) at
+ * 11x11 and 31x31. With these, 16 threads and a 31x31 kernel the GPU wins
+ * from 35 MB, which the tool confirmed: 4096x4096 RGB (50 MB) took 270 ms
+ * of compute on the CPU and 221 ms with --device gpu, CUDA's start-up
+ * included (gconv -v). The start-up is the
+ * project's figure for CUDA's initialisation (gimg(7)). Below
+ * GIMG_CONV_GPU_MIN_BYTES the GPU is never used (the smallest break-even
+ * of any kernel, for gimg_auto_gpu_min_bytes).
+ */
+#define GIMG_CONV_GPU_MIN_BYTES ((size_t)256 << 10)
+#define GIMG_CONV_CPU_FMAS_PER_MS_PER_THREAD 1.0e7
+#define GIMG_CONV_GPU_FMAS_PER_MS 1.0e10
+#define GIMG_CONV_GPU_MS_PER_BYTE (12.0 / 50.3e6)
+#define GIMG_CONV_GPU_START_MS 200.0
+/* The per-sample GPU kernels put rows on the grid's y dimension. */
+#define GIMG_CONV_GPU_MAX_ROWS 65535
+
+/* Fused multiply-adds per sample of a kernel as planned. */
+double gimg_kernel_fmas(const gimg_kernel *k);
+/* threads: the CPU threads the CPU backend would use. */
+size_t gimg_conv_auto_min_bytes(const gimg_conv_opts *o, gimg_sample sample, int threads);
+
+/* The channels that are convolved and whether the image's alpha is handled
+ * by premultiplication (2 and 4 channels only). */
+static inline int gimg_conv_has_alpha(int channels) { return channels == 2 || channels == 4; }
+static inline int gimg_conv_premultiplied(const gimg_conv_opts *o, int channels)
+{
+    return gimg_conv_has_alpha(channels) && o->alpha == GIMG_ALPHA_PREMULTIPLY;
+}
+
+/* Where coordinate p (any integer) reads from along an axis of n >= 1
+ * samples; -1 for a zero border outside the image. */
+static inline int gimg_border_index(long p, int n, gimg_border b)
+{
+    if (p >= 0 && p < n)
+        return (int)p;
+    switch (b) {
+    case GIMG_BORDER_CLAMP:
+        return p < 0 ? 0 : n - 1;
+    case GIMG_BORDER_MIRROR: { /* period 2n, edges repeated */
+        long q = p % (2L * n);
+        if (q < 0)
+            q += 2L * n;
+        return (int)(q < n ? q : 2L * n - 1 - q);
+    }
+    case GIMG_BORDER_REFLECT: { /* period 2n - 2, edges not repeated */
+        if (n == 1)
+            return 0;
+        long q = p % (2L * n - 2);
+        if (q < 0)
+            q += 2L * n - 2;
+        return (int)(q < n ? q : 2L * n - 2 - q);
+    }
+    case GIMG_BORDER_WRAP: {
+        long q = p % n;
+        return (int)(q < 0 ? q + n : q);
+    }
+    default:
+        return -1;
+    }
+}
+
+/* The widest value of each sample type, for premultiplication. */
+static inline float gimg_conv_alpha_max(gimg_sample s)
+{
+    return s == GIMG_U8 ? 255.0f : s == GIMG_U16 ? 65535.0f : 1.0f;
+}
+
+/* Colour sample v with alpha a, premultiplied: v * (a / max). */
+static inline float gimg_conv_premultiply(float v, float a, float amax)
+{
+    return v * (a / amax);
+}
+
+/*
+ * Unpremultiplying. unit is what an opaque pixel's alpha becomes through
+ * the chain: max times the chain's gain (the product of the kernels' tap
+ * sums), as one float, gimg_conv_alpha_unit(). Colours are divided by the
+ * convolved alpha a as a fraction of it, so that an opaque image gives
+ * the plain convolution whatever the kernels' gain, and transparent pixels
+ * lend no colour. Where the gain is 0 (edge detectors, gradient
+ * magnitudes) there is nothing to divide by: unit is 0 and colours stay as
+ * convolved, premultiplied. Where a is 0 they stay too.
+ */
+float gimg_conv_alpha_unit(const gimg_conv_opts *o, gimg_sample s);
+static inline float gimg_conv_unpremultiply(float c, float a, float unit)
+{
+    if (unit == 0.0f)
+        return c;
+    float f = a / unit;
+    return f != 0.0f ? c / f : c;
+}
+
+/* --scale, --bias and --abs. */
+static inline float gimg_conv_finish(float v, float scale, float bias, int absolute)
+{
+    v = fmaf(v, scale, bias);
+    return absolute ? fabsf(v) : v;
+}
+
+/* Clamp to [0, max] (NaN to 0), round to nearest, ties to even. Written as
+ * comparisons, which compilers turn into max/min instructions (fminf and
+ * fmaxf may stay library calls). */
+static inline float gimg_conv_clamp(float v, float max)
+{
+    v = v > 0.0f ? v : 0.0f;
+    return v < max ? v : max;
+}
+static inline uint8_t gimg_conv_to_u8(float v)
+{
+    return (uint8_t)rintf(gimg_conv_clamp(v, 255.0f));
+}
+static inline uint16_t gimg_conv_to_u16(float v)
+{
+    return (uint16_t)rintf(gimg_conv_clamp(v, 65535.0f));
+}
+
+#ifdef GIMG_HAVE_CUDA
+struct gimg_gpu;
+/* The GPU backend (for gimg_conv and the differential tests). *out must be
+ * allocated with in's layout. */
+gimg_status gimg_conv_gpu(struct gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
+                          gimg_image *out, double *kernel_ms);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * gimg_stats.h — per-channel statistics and image comparison (gstats).
+ *
+ * Exactness. 8- and 16-bit images are summed in 64-bit integers, so count,
+ * min, max, sum, mean, stddev, median, percentiles and entropy are the same
+ * on the CPU and the GPU, bit for bit, and from run to run: mean and stddev
+ * are computed on the host from the exact integer sums by one function
+ * whichever backend produced them. Float images are accumulated in double
+ * precision in a fixed order (fixed blocks, combined in a fixed tree), so
+ * results repeat from run to run; the CPU and the GPU use different orders
+ * and agree to 1e-12 relative. NaN and infinities are counted apart and
+ * left out of every other statistic.
+ *
+ * Order statistics (median, percentiles, entropy) of 8/16-bit images come
+ * from the exact histogram (gimg_hist.h, one bin per sample value); of float
+ * images, from a sorted copy of the finite samples (always on the CPU).
+ *
+ * Ownership: nothing here allocates memory the caller must free; results
+ * are plain structs.
+ */
+#ifndef GIMG_STATS_H
+#define GIMG_STATS_H
+
+#include "gimg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* -------------------------------------------------------------- regions */
+
+/* A rectangle of pixels: width x height at column x, row y. */
+typedef struct {
+    int width, height;
+    int x, y;
+} gimg_region;
+
+/* Parses ImageMagick's geometry "WxH+X+Y" (also "WxH", offset 0; each
+ * offset "+N" or "-N"): W and H are 1 .. GIMG_MAX_DIMENSION, offsets at
+ * most that in magnitude. Anything else is GIMG_E_USAGE; *r is unchanged
+ * then. */
+gimg_status gimg_parse_region(const char *s, gimg_region *r);
+
+/* Clips r to a width x height image, as ImageMagick's -crop does (the part
+ * of the rectangle inside the image remains). *out receives the clipped
+ * rectangle. A rectangle with no pixel inside the image is GIMG_E_LIMIT,
+ * with a message giving both. */
+gimg_status gimg_region_clip(const gimg_region *r, int width, int height, gimg_region *out);
+
+/* A view of the rectangle r (already clipped) of im: shares im's pixels and
+ * stride, owns nothing (never pass it to gimg_image_free). */
+void gimg_image_view(const gimg_image *im, const gimg_region *r, gimg_image *view);
+
+/* ---------------------------------------------------------- percentiles */
+
+#define GIMG_STATS_MAX_PERCENTILES 32
+
+/* A percentile p, 0 <= p <= 100, with at most 6 decimals, held exactly. */
+typedef struct {
+    uint32_t millionths; /* p * 10^6 */
+    char name[16];       /* its canonical text: "5", "99.9" */
+} gimg_percentile;
+
+/* Parses one percentile ("5", "99.9", "100"); "what" names the option in
+ * the message. GIMG_E_USAGE for anything else (signs, exponents, more than
+ * 6 decimals, over 100). */
+gimg_status gimg_parse_percentile(const char *what, const char *s, gimg_percentile *p);
+
+/* The nearest rank of p among n samples: the smallest k >= 1 such that at
+ * least p% of the n samples are among the first k, i.e. ceil(p * n / 100)
+ * computed exactly (1 for p = 0). n must be >= 1. */
+uint64_t gimg_percentile_rank(const gimg_percentile *p, uint64_t n);
+
+/* ---------------------------------------------------------- statistics */
+
+/* The image's channels, then "all" (every sample of every channel). */
+#define GIMG_STATS_MAX_CHANNELS 5
+
+typedef struct {
+    uint64_t count;      /* samples in the statistics (float: the finite ones) */
+    uint64_t nan, inf;   /* float only: NaN and +-infinity samples, left out */
+    /* In sample units. With count == 0 (a float channel of NaN and
+     * infinities only) every value below is NaN. */
+    double min, max, sum, mean, stddev; /* stddev: population (divides by count) */
+    /* Only when order statistics were asked for (gimg_stats_opts.order): */
+    double median;       /* the 50th percentile, nearest rank (the lower median) */
+    double entropy;      /* Shannon entropy of the sample values, in bits */
+    double percentile[GIMG_STATS_MAX_PERCENTILES]; /* as gimg_stats_opts.percentiles */
+} gimg_channel_stats;
+
+typedef struct {
+    int order;            /* 1: also median, entropy and the percentiles */
+    int n_percentiles;    /* 0 .. GIMG_STATS_MAX_PERCENTILES */
+    gimg_percentile percentiles[GIMG_STATS_MAX_PERCENTILES];
+} gimg_stats_opts;
+
+typedef struct {
+    int channels;         /* the image's; ch[channels] is "all" */
+    gimg_sample sample;
+    gimg_channel_stats ch[GIMG_STATS_MAX_CHANNELS];
+} gimg_stats;
+
+/*
+ * Entropy: H = -sum p_v log2 p_v over the distinct sample values v, p_v the
+ * fraction of the counted samples equal to v. For 8/16-bit images that is
+ * over the exact histogram (at most 8 or 16 bits); for float images over
+ * the distinct finite values (-0 and +0 are one value), so a float image
+ * holding the values of an 8-bit one has the same entropy.
+ */
+
+/* Computes the statistics of im (a whole image or a view) on the backend
+ * ctx chooses. 16-bit images of more than 2^32 pixels are GIMG_E_LIMIT (the
+ * sums of squares would not fit 64 bits). */
+gimg_status gimg_stats_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_stats_opts *o,
+                               gimg_stats *out);
+/* The CPU reference: plain loops, one thread. Same results as
+ * gimg_stats_compute on the CPU, bit for bit. */
+gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *o,
+                                   gimg_stats *out);
+
+/* ----------------------------------------------------------- comparison */
+
+typedef struct {
+    uint64_t count;      /* sample pairs in the figures below (float: both finite) */
+    uint64_t differing;  /* pairs that differ (float: NaN equals NaN; -0 equals +0) */
+    double max_abs;      /* the largest |a - b| */
+    double mae, mse, rmse; /* mean absolute and mean squared error, its root */
+    double psnr;         /* 10 log10(peak^2 / mse) dB; +inf when mse is 0 */
+} gimg_channel_diff;
+
+typedef struct {
+    int channels;        /* ch[channels] is "all" */
+    gimg_sample sample;
+    double peak;         /* 255, 65535, or 1 for float */
+    gimg_channel_diff ch[GIMG_STATS_MAX_CHANNELS];
+} gimg_diff;
+
+/* Compares im against the reference ref (same size, channels and sample
+ * type, or GIMG_E_FORMAT saying which differs), on the backend ctx chooses.
+ * Differences of 8/16-bit samples are exact integers; of float samples,
+ * computed in double (pairs with a NaN or an infinity count as differing
+ * when they differ, and are left out of the other figures). */
+gimg_status gimg_compare(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
+                         gimg_diff *out);
+/* The CPU reference. */
+gimg_status gimg_compare_cpu(const gimg_image *ref, const gimg_image *im, gimg_diff *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GIMG_STATS_H */

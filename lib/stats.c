@@ -1,0 +1,1022 @@
+/*
+ * stats.c — per-channel statistics and image comparison: the CPU reference,
+ * the fast CPU backend, the GPU dispatch, and what turns raw sums into
+ * statistics on every backend (gimg_stats_finish, gimg_diff_finish).
+ *
+ * 8/16-bit: sums of v and v^2 in 64-bit integers (exact). When the order
+ * statistics are asked for, the exact histogram (one bin per value) is
+ * counted anyway, and the moments follow from it exactly, so the fast path
+ * makes one pass instead of two.
+ * Float: double sums in fixed blocks of rows (stats_internal.h), the
+ * blocks added in row order; the reference and the fast path use the same
+ * blocks and give the same doubles.
+ */
+#include "gimg_stats.h"
+#include "gimg_hist.h"
+#include "ctx_internal.h"
+#include "stats_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -------------------------------------------------------------- regions */
+
+/* Reads a run of digits as a value up to max; returns the characters read
+ * (0 if none, or if the value is over max). */
+static int read_uint(const char *s, long long max, long long *v)
+{
+    long long x = 0;
+    int n = 0;
+    while (s[n] >= '0' && s[n] <= '9') {
+        x = x * 10 + (s[n] - '0');
+        if (x > max)
+            return 0;
+        n++;
+    }
+    *v = x;
+    return n;
+}
+
+gimg_status gimg_parse_region(const char *s, gimg_region *r)
+{
+    const long long lim = GIMG_MAX_DIMENSION;
+    long long w, h, x = 0, y = 0;
+    const char *p = s;
+    int n;
+    if (!(n = read_uint(p, lim, &w)) || w < 1)
+        goto bad;
+    p += n;
+    if (*p != 'x' && *p != 'X')
+        goto bad;
+    p++;
+    if (!(n = read_uint(p, lim, &h)) || h < 1)
+        goto bad;
+    p += n;
+    if (*p) {
+        long long *off[2] = {&x, &y};
+        for (int i = 0; i < 2; i++) {
+            int sign = *p == '+' ? 1 : *p == '-' ? -1 : 0;
+            if (!sign || !(n = read_uint(p + 1, lim, off[i])))
+                goto bad;
+            *off[i] *= sign;
+            p += 1 + n;
+        }
+        if (*p)
+            goto bad;
+    }
+    r->width = (int)w;
+    r->height = (int)h;
+    r->x = (int)x;
+    r->y = (int)y;
+    return GIMG_OK;
+bad:
+    return gimg_fail(GIMG_E_USAGE,
+                     "--region: '%s' is not a geometry WxH+X+Y (e.g. 100x50+10+20)", s);
+}
+
+gimg_status gimg_region_clip(const gimg_region *r, int width, int height, gimg_region *out)
+{
+    long long x0 = r->x > 0 ? r->x : 0, y0 = r->y > 0 ? r->y : 0;
+    long long x1 = (long long)r->x + r->width, y1 = (long long)r->y + r->height;
+    if (x1 > width)
+        x1 = width;
+    if (y1 > height)
+        y1 = height;
+    if (x1 <= x0 || y1 <= y0)
+        return gimg_fail(GIMG_E_LIMIT, "region %dx%d%+d%+d lies outside the %dx%d image",
+                         r->width, r->height, r->x, r->y, width, height);
+    out->x = (int)x0;
+    out->y = (int)y0;
+    out->width = (int)(x1 - x0);
+    out->height = (int)(y1 - y0);
+    return GIMG_OK;
+}
+
+void gimg_image_view(const gimg_image *im, const gimg_region *r, gimg_image *view)
+{
+    *view = *im;
+    view->width = r->width;
+    view->height = r->height;
+    view->data = gimg_row(im, r->y) + (size_t)r->x * gimg_pixel_bytes(im);
+}
+
+/* ---------------------------------------------------------- percentiles */
+
+gimg_status gimg_parse_percentile(const char *what, const char *s, gimg_percentile *p)
+{
+    uint64_t whole = 0, frac = 0;
+    int nw = 0, nf = 0;
+    const char *q = s;
+    for (; *q >= '0' && *q <= '9' && nw < 4; q++, nw++)
+        whole = whole * 10 + (uint64_t)(*q - '0');
+    if (*q == '.') {
+        for (q++; *q >= '0' && *q <= '9' && nf < 7; q++, nf++)
+            frac = frac * 10 + (uint64_t)(*q - '0');
+        if (nf == 0)
+            nw = 0; /* "5." is not accepted */
+    }
+    if (nw == 0 || *q || nf > 6)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is not a percentile (0 to 100, at most 6 "
+                                       "decimals)", what, s);
+    for (int i = nf; i < 6; i++)
+        frac *= 10;
+    uint64_t m = whole * 1000000 + frac;
+    if (m > 100000000)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is over 100", what, s);
+    p->millionths = (uint32_t)m;
+    int len = snprintf(p->name, sizeof p->name, "%u", (unsigned)(m / 1000000));
+    if (m % 1000000) {
+        char digits[8];
+        snprintf(digits, sizeof digits, "%06u", (unsigned)(m % 1000000));
+        for (int i = 5; digits[i] == '0'; i--)
+            digits[i] = '\0';
+        snprintf(p->name + len, sizeof p->name - (size_t)len, ".%s", digits);
+    }
+    return GIMG_OK;
+}
+
+uint64_t gimg_percentile_rank(const gimg_percentile *p, uint64_t n)
+{
+    unsigned __int128 t = (unsigned __int128)p->millionths * n;
+    uint64_t k = (uint64_t)((t + 100000000 - 1) / 100000000);
+    return k < 1 ? 1 : k;
+}
+
+/* ------------------------------------------------------- moments: helpers */
+
+static void moments_init(gimg_moments *m)
+{
+    memset(m, 0, sizeof *m);
+    for (int c = 0; c < 4; c++) {
+        m->min[c] = INFINITY;
+        m->max[c] = -INFINITY;
+    }
+}
+
+/* Adds part into total, channel by channel (float sums: total + part, so
+ * adding blocks in order fixes the order of the additions). */
+static void moments_add(gimg_moments *t, const gimg_moments *p)
+{
+    for (int c = 0; c < 4; c++) {
+        t->count[c] += p->count[c];
+        t->nan[c] += p->nan[c];
+        t->inf[c] += p->inf[c];
+        t->isum[c] += p->isum[c];
+        t->isumsq[c] += p->isumsq[c];
+        t->fsum[c] += p->fsum[c];
+        t->fsumsq[c] += p->fsumsq[c];
+        if (p->min[c] < t->min[c])
+            t->min[c] = p->min[c];
+        if (p->max[c] > t->max[c])
+            t->max[c] = p->max[c];
+    }
+}
+
+/* Rows [y0, y1) of an image, sample by sample: the reference, and the float
+ * blocks of the fast path. */
+static void moments_rows(const gimg_image *im, int y0, int y1, gimg_moments *m)
+{
+    const int C = im->channels;
+    const size_t n = (size_t)im->width * (size_t)C;
+    for (int y = y0; y < y1; y++) {
+        const unsigned char *row = gimg_row(im, y);
+        for (size_t i = 0; i < n; i++) {
+            const int c = (int)(i % (size_t)C);
+            double v;
+            if (im->sample == GIMG_F32) {
+                float f = ((const float *)row)[i];
+                if (isnan(f)) {
+                    m->nan[c]++;
+                    continue;
+                }
+                if (isinf(f)) {
+                    m->inf[c]++;
+                    continue;
+                }
+                v = f;
+                m->fsum[c] += v;
+                m->fsumsq[c] += v * v; /* exact: a float squared fits a double */
+            } else {
+                uint64_t u = im->sample == GIMG_U8 ? row[i] : ((const uint16_t *)row)[i];
+                m->isum[c] += u;
+                m->isumsq[c] += u * u;
+                v = (double)u;
+            }
+            m->count[c]++;
+            if (v < m->min[c])
+                m->min[c] = v;
+            if (v > m->max[c])
+                m->max[c] = v;
+        }
+    }
+}
+
+void gimg_moments_ref(const gimg_image *im, gimg_moments *m)
+{
+    moments_init(m);
+    /* Floats block by block (stats_internal.h); integers are exact in any
+     * order, and go through the same loop. */
+    const int rows = gimg_stats_block_rows(im->width, im->channels);
+    for (int y = 0; y < im->height; y += rows) {
+        gimg_moments part;
+        moments_init(&part);
+        moments_rows(im, y, y + rows < im->height ? y + rows : im->height, &part);
+        moments_add(m, &part);
+    }
+}
+
+/* ---------------------------------------------- moments: fast CPU backend */
+
+/*
+ * 8/16-bit rows as a stream of samples in groups of 48: 48 is a multiple
+ * of every channel count (1-4), so lane j of a group always holds channel
+ * j % C, and a loop over the 48 lanes with per-lane accumulators
+ * vectorises whatever the layout (RGB included). Lanes are folded into
+ * channels at the end. Sums of squares of 8-bit lanes stay in 32 bits for
+ * at most 4096 groups (4096 * 65025 < 2^32) before they are flushed.
+ */
+enum { LANES = 48, FLUSH_GROUPS = 4096 };
+
+typedef struct {
+    uint64_t sum[LANES], sq[LANES];
+    uint32_t mn[LANES], mx[LANES];
+} lane_acc;
+
+static void lane_acc_init(lane_acc *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int j = 0; j < LANES; j++)
+        a->mn[j] = UINT32_MAX;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GIMG_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define GIMG_CLONES
+#endif
+
+GIMG_CLONES static void lanes_u8(const uint8_t *p, size_t groups, lane_acc *a)
+{
+    while (groups) {
+        size_t g = groups < FLUSH_GROUPS ? groups : FLUSH_GROUPS;
+        uint32_t s[LANES] = {0}, q[LANES] = {0};
+        uint8_t mn[LANES], mx[LANES];
+        memset(mn, 0xff, sizeof mn);
+        memset(mx, 0, sizeof mx);
+        for (size_t k = 0; k < g; k++, p += LANES) {
+#pragma omp simd
+            for (int j = 0; j < LANES; j++) {
+                uint32_t v = p[j];
+                s[j] += v;
+                q[j] += v * v;
+                mn[j] = p[j] < mn[j] ? p[j] : mn[j];
+                mx[j] = p[j] > mx[j] ? p[j] : mx[j];
+            }
+        }
+        for (int j = 0; j < LANES; j++) {
+            a->sum[j] += s[j];
+            a->sq[j] += q[j];
+            if (mn[j] < a->mn[j])
+                a->mn[j] = mn[j];
+            if (mx[j] > a->mx[j])
+                a->mx[j] = mx[j];
+        }
+        groups -= g;
+    }
+}
+
+GIMG_CLONES static void lanes_u16(const uint16_t *p, size_t groups, lane_acc *a)
+{
+    while (groups) {
+        size_t g = groups < FLUSH_GROUPS ? groups : FLUSH_GROUPS;
+        uint32_t s[LANES] = {0};
+        uint64_t q[LANES] = {0};
+        uint16_t mn[LANES], mx[LANES];
+        memset(mn, 0xff, sizeof mn);
+        memset(mx, 0, sizeof mx);
+        for (size_t k = 0; k < g; k++, p += LANES) {
+#pragma omp simd
+            for (int j = 0; j < LANES; j++) {
+                uint32_t v = p[j];
+                s[j] += v;
+                q[j] += (uint64_t)(v * v);
+                mn[j] = p[j] < mn[j] ? p[j] : mn[j];
+                mx[j] = p[j] > mx[j] ? p[j] : mx[j];
+            }
+        }
+        for (int j = 0; j < LANES; j++) {
+            a->sum[j] += s[j];
+            a->sq[j] += q[j];
+            if (mn[j] < a->mn[j])
+                a->mn[j] = mn[j];
+            if (mx[j] > a->mx[j])
+                a->mx[j] = mx[j];
+        }
+        groups -= g;
+    }
+}
+
+static void lanes_rows(const gimg_image *im, int y0, int y1, lane_acc *a)
+{
+    const size_t n = (size_t)im->width * (size_t)im->channels;
+    const size_t groups = n / LANES;
+    for (int y = y0; y < y1; y++) {
+        const unsigned char *row = gimg_row(im, y);
+        if (im->sample == GIMG_U8)
+            lanes_u8(row, groups, a);
+        else
+            lanes_u16((const uint16_t *)row, groups, a);
+        /* The tail: sample i goes to lane i % 48, still channel i % C. */
+        for (size_t i = groups * LANES; i < n; i++) {
+            uint32_t v = im->sample == GIMG_U8 ? row[i] : ((const uint16_t *)row)[i];
+            int j = (int)(i % LANES);
+            a->sum[j] += v;
+            a->sq[j] += (uint64_t)v * v;
+            if (v < a->mn[j])
+                a->mn[j] = v;
+            if (v > a->mx[j])
+                a->mx[j] = v;
+        }
+    }
+}
+
+static void lanes_to_moments(const lane_acc *a, int C, uint64_t pixels, gimg_moments *m)
+{
+    for (int j = 0; j < LANES; j++) {
+        int c = j % C;
+        m->isum[c] += a->sum[j];
+        m->isumsq[c] += a->sq[j];
+        if (a->mn[j] < m->min[c])
+            m->min[c] = a->mn[j];
+        if (a->mx[j] > m->max[c])
+            m->max[c] = a->mx[j];
+    }
+    for (int c = 0; c < C; c++)
+        m->count[c] = pixels;
+}
+
+void gimg_moments_fast(const gimg_image *im, gimg_moments *m)
+{
+    moments_init(m);
+    const int H = im->height;
+    const size_t samples = (size_t)im->width * H * im->channels;
+    if (im->sample != GIMG_F32) {
+        #pragma omp parallel if (samples > 262144)
+        {
+            lane_acc a;
+            lane_acc_init(&a);
+            #pragma omp for schedule(static)
+            for (int y = 0; y < H; y++)
+                lanes_rows(im, y, y + 1, &a);
+            gimg_moments part;
+            moments_init(&part);
+            lanes_to_moments(&a, im->channels, 0, &part);
+            #pragma omp critical
+            moments_add(m, &part);
+        }
+        for (int c = 0; c < im->channels; c++)
+            m->count[c] = (uint64_t)im->width * (uint64_t)H;
+        return;
+    }
+    /* Float: the reference's blocks, in parallel, added in order. */
+    const int rows = gimg_stats_block_rows(im->width, im->channels);
+    const int blocks = (H + rows - 1) / rows;
+    gimg_moments *parts = malloc((size_t)blocks * sizeof *parts);
+    if (!parts) { /* no memory for the partial sums: the same sums, one block at a time */
+        gimg_moments_ref(im, m);
+        return;
+    }
+    #pragma omp parallel for schedule(static) if (samples > 262144)
+    for (int b = 0; b < blocks; b++) {
+        int y = b * rows;
+        moments_init(&parts[b]);
+        moments_rows(im, y, y + rows < H ? y + rows : H, &parts[b]);
+    }
+    for (int b = 0; b < blocks; b++)
+        moments_add(m, &parts[b]);
+    free(parts);
+}
+
+/* ------------------------------------------------------ moments: finish */
+
+static double nan_if_empty(uint64_t n, double v)
+{
+    return n ? v : NAN;
+}
+
+void gimg_stats_finish(const gimg_moments *m, int C, gimg_sample sample, gimg_stats *out)
+{
+    out->channels = C;
+    out->sample = sample;
+    /* "all" as a fifth channel: integer sums in 128 bits (four channels of
+     * 16-bit squares can pass 2^64), float sums added in channel order. */
+    unsigned __int128 isum[5] = {0}, isumsq[5] = {0};
+    double fsum[5] = {0}, fsumsq[5] = {0}, mn[5], mx[5];
+    uint64_t count[5] = {0}, nan[5] = {0}, inf[5] = {0};
+    mn[C] = INFINITY;
+    mx[C] = -INFINITY;
+    for (int c = 0; c < C; c++) {
+        isum[c] = m->isum[c];
+        isumsq[c] = m->isumsq[c];
+        fsum[c] = m->fsum[c];
+        fsumsq[c] = m->fsumsq[c];
+        count[c] = m->count[c];
+        nan[c] = m->nan[c];
+        inf[c] = m->inf[c];
+        mn[c] = m->min[c];
+        mx[c] = m->max[c];
+        isum[C] += isum[c];
+        isumsq[C] += isumsq[c];
+        fsum[C] += fsum[c];
+        fsumsq[C] += fsumsq[c];
+        count[C] += count[c];
+        nan[C] += nan[c];
+        inf[C] += inf[c];
+        if (mn[c] < mn[C])
+            mn[C] = mn[c];
+        if (mx[c] > mx[C])
+            mx[C] = mx[c];
+    }
+    for (int c = 0; c <= C; c++) {
+        gimg_channel_stats *s = &out->ch[c];
+        const uint64_t n = count[c];
+        s->count = n;
+        s->nan = nan[c];
+        s->inf = inf[c];
+        /* + 0.0 turns a -0 minimum or maximum into +0, whichever zero the
+         * backend met first. */
+        s->min = nan_if_empty(n, mn[c] + 0.0);
+        s->max = nan_if_empty(n, mx[c] + 0.0);
+        if (!n) {
+            s->sum = 0;
+            s->mean = s->stddev = NAN;
+            continue;
+        }
+        if (sample == GIMG_F32) {
+            s->sum = fsum[c];
+            s->mean = fsum[c] / (double)n;
+            double var = (fsumsq[c] - fsum[c] * s->mean) / (double)n;
+            s->stddev = var > 0 ? sqrt(var) : 0;
+        } else {
+            /* Exact: sum < 2^53 converts without rounding; n * sumsq - sum^2
+             * is n^2 times the variance, an exact non-negative integer. */
+            s->sum = (double)isum[c];
+            s->mean = s->sum / (double)n;
+            unsigned __int128 d = (unsigned __int128)n * isumsq[c] - isum[c] * isum[c];
+            s->stddev = sqrt((double)d) / (double)n;
+        }
+    }
+}
+
+gimg_status gimg_stats_check(const gimg_image *im)
+{
+    uint64_t pixels = (uint64_t)im->width * (uint64_t)im->height;
+    if (im->sample == GIMG_U16 && pixels > ((uint64_t)1 << 32))
+        return gimg_fail(GIMG_E_LIMIT, "%dx%d: a 16-bit image of more than 2^32 pixels is "
+                                       "beyond exact 64-bit sums", im->width, im->height);
+    if (im->channels < 1 || im->channels > 4)
+        return gimg_fail(GIMG_E_FORMAT, "%d channels: 1 to 4 are supported", im->channels);
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------ order statistics */
+
+/* Entropy, -sum p log2 p over the counts of the distinct values, summed with
+ * Neumaier's compensation: thousands of terms (65536 for 16-bit) then lose
+ * no more than a rounding or two. */
+typedef struct {
+    double sum, carry;
+} entropy_acc;
+
+static void entropy_add(entropy_acc *a, uint64_t c, uint64_t n)
+{
+    if (!c)
+        return;
+    double p = (double)c / (double)n, term = -p * log2(p);
+    double t = a->sum + term;
+    a->carry += fabs(a->sum) >= fabs(term) ? (a->sum - t) + term : (term - t) + a->sum;
+    a->sum = t;
+}
+
+static double entropy_value(const entropy_acc *a)
+{
+    return a->sum + a->carry + 0.0;
+}
+
+/* Median, percentiles and entropy of one channel's exact histogram (bin b
+ * holds the samples equal to b). */
+static void order_from_counts(const uint64_t *counts, int bins, const gimg_stats_opts *o,
+                              gimg_channel_stats *s)
+{
+    const uint64_t n = s->count;
+    entropy_acc h = {0, 0};
+    for (int b = 0; b < bins; b++)
+        entropy_add(&h, counts[b], n);
+    s->entropy = entropy_value(&h);
+    gimg_percentile half = {50000000, "50"};
+    for (int i = -1; i < o->n_percentiles; i++) {
+        uint64_t k = gimg_percentile_rank(i < 0 ? &half : &o->percentiles[i], n), cum = 0;
+        int b = 0;
+        while (b < bins - 1 && (cum += counts[b]) < k)
+            b++;
+        if (i < 0)
+            s->median = b;
+        else
+            s->percentile[i] = b;
+    }
+}
+
+static void order_from_hist(const gimg_hist *h, const gimg_stats_opts *o, gimg_stats *out)
+{
+    const int C = out->channels, bins = h->bins;
+    uint64_t *all = calloc((size_t)bins, sizeof *all);
+    for (int c = 0; c < C; c++) {
+        const uint64_t *cnt = h->counts + (size_t)c * bins;
+        order_from_counts(cnt, bins, o, &out->ch[c]);
+        if (all)
+            for (int b = 0; b < bins; b++)
+                all[b] += cnt[b];
+    }
+    if (all)
+        order_from_counts(all, bins, o, &out->ch[C]);
+    free(all);
+}
+
+/* The moments of an exact histogram: the same integers a pass over the
+ * samples gives. */
+static void moments_from_hist(const gimg_hist *h, gimg_moments *m)
+{
+    moments_init(m);
+    for (int c = 0; c < h->channels; c++) {
+        const uint64_t *cnt = h->counts + (size_t)c * h->bins;
+        for (int b = 0; b < h->bins; b++) {
+            if (!cnt[b])
+                continue;
+            if (m->count[c] == 0)
+                m->min[c] = b;
+            m->max[c] = b;
+            m->count[c] += cnt[b];
+            m->isum[c] += (uint64_t)b * cnt[b];
+            m->isumsq[c] += (uint64_t)b * (uint64_t)b * cnt[b];
+        }
+    }
+}
+
+static void exact_hist_params(const gimg_image *im, gimg_hist_params *p)
+{
+    p->bins = im->sample == GIMG_U8 ? 256 : 65536;
+    p->lo = 0;
+    p->hi = p->bins;
+    p->luma = 0;
+}
+
+/* Float order statistics: the finite samples as sortable keys (the bits of
+ * a float, flipped so that unsigned order is numeric order), radix-sorted;
+ * the k-th smallest is then keys[k - 1], and runs of equal keys are the
+ * distinct values for the entropy. */
+static uint32_t float_key(float f)
+{
+    uint32_t u;
+    if (f == 0)
+        f = 0; /* -0 and +0: one value */
+    memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+}
+
+static float key_float(uint32_t k)
+{
+    uint32_t u = (k & 0x80000000u) ? k & 0x7fffffffu : ~k;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* LSD radix sort, 8 bits a pass; passes where every key has the same digit
+ * are skipped. The result is in *a (the buffers may be swapped). */
+static void radix_sort(uint32_t **a, uint32_t **tmp, size_t n)
+{
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t cnt[256] = {0};
+        for (size_t i = 0; i < n; i++)
+            cnt[((*a)[i] >> shift) & 255]++;
+        if (cnt[((*a)[0] >> shift) & 255] == n)
+            continue;
+        size_t pos = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t c = cnt[d];
+            cnt[d] = pos;
+            pos += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            (*tmp)[cnt[((*a)[i] >> shift) & 255]++] = (*a)[i];
+        uint32_t *t = *a;
+        *a = *tmp;
+        *tmp = t;
+    }
+}
+
+static void order_from_sorted(const uint32_t *keys, uint64_t n, const gimg_stats_opts *o,
+                              gimg_channel_stats *s)
+{
+    if (!n) {
+        s->median = s->entropy = NAN;
+        for (int i = 0; i < o->n_percentiles; i++)
+            s->percentile[i] = NAN;
+        return;
+    }
+    entropy_acc h = {0, 0};
+    for (uint64_t i = 0; i < n;) {
+        uint64_t j = i + 1;
+        while (j < n && keys[j] == keys[i])
+            j++;
+        entropy_add(&h, j - i, n);
+        i = j;
+    }
+    s->entropy = entropy_value(&h);
+    gimg_percentile half = {50000000, "50"};
+    s->median = key_float(keys[gimg_percentile_rank(&half, n) - 1]);
+    for (int i = 0; i < o->n_percentiles; i++)
+        s->percentile[i] = key_float(keys[gimg_percentile_rank(&o->percentiles[i], n) - 1]);
+}
+
+static gimg_status order_float(const gimg_image *im, const gimg_stats_opts *o, gimg_stats *out)
+{
+    const int C = im->channels;
+    uint64_t n_all = 0, n[4];
+    for (int c = 0; c < C; c++)
+        n_all += n[c] = out->ch[c].count;
+    /* keys: each channel's keys one after the other, then all of them merged. */
+    uint32_t *keys = malloc((size_t)(2 * n_all + 1) * sizeof *keys);
+    uint32_t *tmp = malloc((size_t)(n_all + 1) * sizeof *tmp);
+    if (!keys || !tmp) {
+        free(keys);
+        free(tmp);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory for the sorted samples (%llu)",
+                         (unsigned long long)n_all);
+    }
+    uint32_t *start[4];
+    uint64_t fill[4] = {0};
+    start[0] = keys;
+    for (int c = 1; c < C; c++)
+        start[c] = start[c - 1] + n[c - 1];
+    const size_t per_row = (size_t)im->width * C;
+    for (int y = 0; y < im->height; y++) {
+        const float *row = (const float *)gimg_row(im, y);
+        for (size_t i = 0; i < per_row; i++) {
+            int c = (int)(i % (size_t)C);
+            if (isfinite(row[i]))
+                start[c][fill[c]++] = float_key(row[i]);
+        }
+    }
+    uint32_t *merged = keys + n_all;
+    #pragma omp parallel for schedule(dynamic) if (n_all > 262144)
+    for (int c = 0; c < C; c++) {
+        uint32_t *a = start[c], *t = tmp + (start[c] - keys);
+        radix_sort(&a, &t, n[c]);
+        if (a != start[c])
+            memcpy(start[c], a, n[c] * sizeof *a);
+    }
+    for (int c = 0; c < C; c++)
+        order_from_sorted(start[c], n[c], o, &out->ch[c]);
+    /* "all": a C-way merge of the sorted channels. */
+    uint64_t at[4] = {0};
+    for (uint64_t i = 0; i < n_all; i++) {
+        int best = -1;
+        for (int c = 0; c < C; c++)
+            if (at[c] < n[c] && (best < 0 || start[c][at[c]] < start[best][at[best]]))
+                best = c;
+        merged[i] = start[best][at[best]++];
+    }
+    order_from_sorted(merged, n_all, o, &out->ch[C]);
+    free(keys);
+    free(tmp);
+    return GIMG_OK;
+}
+
+/* ----------------------------------------------------------------- GPU */
+
+#ifdef GIMG_HAVE_CUDA
+#include "gpu_internal.h"
+#include "histogram.h"
+#include "stats.h"
+
+/*
+ * One upload, then the reduction (moments of a, or the comparison of a with
+ * b) and, when h is given, the exact histogram of a (the histogram kernel,
+ * one bin per value) on the same device image; the results come back.
+ * Device scratch: the reduction's (zeroed, as the kernel expects), its
+ * result, the histogram's counters.
+ */
+static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
+                            const gimg_image *b, void *out, size_t out_bytes, gimg_hist *h)
+{
+    gimg_dimage d_a, d_b;
+    gimg_status st;
+    double t0 = gimg_now_ms();
+    if ((st = gimg_gpu_image(g, 0, a->width, a->height, a->channels, a->sample, &d_a)) ||
+        (st = gimg_gpu_upload(g, a, &d_a)))
+        return st;
+    if (b && ((st = gimg_gpu_image(g, 1, b->width, b->height, b->channels, b->sample, &d_b)) ||
+              (st = gimg_gpu_upload(g, b, &d_b))))
+        return st;
+    const size_t scratch = gimg_cuda_stats_scratch_bytes();
+    const size_t out_room = (out_bytes + 255) & ~(size_t)255;
+    const int bins = a->sample == GIMG_U8 ? 256 : 65536;
+    const size_t slots_per_channel = (size_t)bins + 3; /* the bins, below, above, NaN */
+    const size_t hist_bytes = h ? (size_t)a->channels * slots_per_channel * 8 : 0;
+    unsigned long long *h_slots = h ? malloc(hist_bytes) : NULL;
+    if (h && !h_slots)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    unsigned char *d_scratch = NULL;
+    cudaError_t e = cudaMalloc((void **)&d_scratch, scratch + out_room + hist_bytes);
+    void *d_out = d_scratch + scratch;
+    unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + out_room);
+    if (!e)
+        e = cudaMemsetAsync(d_scratch, 0, scratch, g->stream);
+    if (!e)
+        e = cudaEventRecord(g->ev_start, g->stream);
+    if (!e)
+        e = b ? gimg_cuda_diff(d_a.d_data, d_a.pitch_bytes, d_b.d_data, d_b.pitch_bytes,
+                               a->width, a->height, a->channels, (int)a->sample, d_scratch,
+                               d_out, 0, g->stream)
+              : gimg_cuda_moments(d_a.d_data, d_a.pitch_bytes, a->width, a->height,
+                                  a->channels, (int)a->sample, d_scratch, d_out, 0, g->stream);
+    if (!e && h) {
+        gimg_cuda_hist_map map = {0};
+        map.mode = a->sample == GIMG_U8 ? GIMG_CUDA_HIST_IDENT : GIMG_CUDA_HIST_SHIFT;
+        map.bins = bins;
+        map.hi = bins;
+        e = gimg_cuda_hist(d_a.d_data, d_a.pitch_bytes, a->width, a->height, a->channels,
+                           (int)a->sample, &map, d_counts, g->stream);
+    }
+    if (!e)
+        e = cudaEventRecord(g->ev_stop, g->stream);
+    if (!e)
+        e = cudaMemcpyAsync(out, d_out, out_bytes, cudaMemcpyDeviceToHost, g->stream);
+    if (!e && h)
+        e = cudaMemcpyAsync(h_slots, d_counts, hist_bytes, cudaMemcpyDeviceToHost, g->stream);
+    if (!e)
+        e = cudaStreamSynchronize(g->stream);
+    float kernel_ms = 0;
+    if (!e)
+        e = cudaEventElapsedTime(&kernel_ms, g->ev_start, g->ev_stop);
+    cudaFree(d_scratch);
+    if (!e && h) {
+        memset(h, 0, sizeof *h);
+        h->channels = a->channels;
+        h->bins = bins;
+        h->hi = bins;
+        h->counts = malloc((size_t)a->channels * bins * sizeof *h->counts);
+        if (!h->counts)
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+        for (int c = 0; !st && c < a->channels; c++)
+            for (int k = 0; k < bins; k++)
+                h->counts[(size_t)c * bins + k] = h_slots[(size_t)c * slots_per_channel + k];
+    }
+    free(h_slots);
+    if (e)
+        return gimg_fail(GIMG_E_DEVICE, "CUDA error: statistics pass: %s", cudaGetErrorString(e));
+    if (!st)
+        gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
+    return st;
+}
+#endif
+
+/* ------------------------------------------------------------- dispatch */
+
+static gimg_status stats_common(gimg_ctx *ctx, const gimg_image *im, const gimg_stats_opts *o,
+                                gimg_stats *out, int reference)
+{
+    gimg_status st = gimg_stats_check(im);
+    if (st)
+        return st;
+    memset(out, 0, sizeof *out);
+    gimg_moments m;
+    struct gimg_gpu *gpu = NULL;
+    if (!reference) {
+        size_t bytes = (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
+        if ((st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu)))
+            return st;
+    }
+    gimg_hist h = {0};
+    const int exact_hist = o->order && im->sample != GIMG_F32;
+    if (reference) {
+        gimg_moments_ref(im, &m);
+        if (exact_hist) {
+            gimg_hist_params p;
+            exact_hist_params(im, &p);
+            st = gimg_hist_compute_cpu(im, &p, &h);
+        }
+    }
+#ifdef GIMG_HAVE_CUDA
+    else if (gpu) {
+        st = gpu_pass(ctx, gpu, im, NULL, &m, sizeof m, exact_hist ? &h : NULL);
+    }
+#endif
+    else if (exact_hist) {
+        gimg_hist_params p;
+        exact_hist_params(im, &p);
+        if (!(st = gimg_hist_compute(ctx, im, &p, &h)))
+            moments_from_hist(&h, &m); /* one pass instead of two */
+    } else {
+        gimg_moments_fast(im, &m);
+    }
+    if (!st) {
+        gimg_stats_finish(&m, im->channels, im->sample, out);
+        if (o->order && im->sample != GIMG_F32)
+            order_from_hist(&h, o, out);
+        else if (o->order)
+            st = order_float(im, o, out);
+    }
+    gimg_hist_free(&h);
+    return st;
+}
+
+gimg_status gimg_stats_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_stats_opts *o,
+                               gimg_stats *out)
+{
+    return stats_common(ctx, im, o, out, 0);
+}
+
+gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *o,
+                                   gimg_stats *out)
+{
+    return stats_common(NULL, im, o, out, 1);
+}
+
+/* ----------------------------------------------------------- comparison */
+
+static void diff_add(gimg_diff_sums *t, const gimg_diff_sums *p)
+{
+    for (int c = 0; c < 4; c++) {
+        t->count[c] += p->count[c];
+        t->differing[c] += p->differing[c];
+        t->isum_abs[c] += p->isum_abs[c];
+        t->isum_sq[c] += p->isum_sq[c];
+        t->fsum_abs[c] += p->fsum_abs[c];
+        t->fsum_sq[c] += p->fsum_sq[c];
+        if (p->max_abs[c] > t->max_abs[c])
+            t->max_abs[c] = p->max_abs[c];
+    }
+}
+
+static void diff_rows(const gimg_image *a, const gimg_image *b, int y0, int y1,
+                      gimg_diff_sums *d)
+{
+    const int C = a->channels;
+    const size_t n = (size_t)a->width * (size_t)C;
+    for (int y = y0; y < y1; y++) {
+        const unsigned char *ra = gimg_row(a, y), *rb = gimg_row(b, y);
+        for (size_t i = 0; i < n; i++) {
+            const int c = (int)(i % (size_t)C);
+            double ad;
+            if (a->sample == GIMG_F32) {
+                float fa = ((const float *)ra)[i], fb = ((const float *)rb)[i];
+                if (!(fa == fb || (isnan(fa) && isnan(fb))))
+                    d->differing[c]++;
+                if (!isfinite(fa) || !isfinite(fb))
+                    continue;
+                ad = fabs((double)fa - (double)fb);
+                d->fsum_abs[c] += ad;
+                d->fsum_sq[c] += ad * ad;
+            } else {
+                int va = a->sample == GIMG_U8 ? ra[i] : ((const uint16_t *)ra)[i];
+                int vb = a->sample == GIMG_U8 ? rb[i] : ((const uint16_t *)rb)[i];
+                uint64_t u = (uint64_t)(va > vb ? va - vb : vb - va);
+                d->differing[c] += u != 0;
+                d->isum_abs[c] += u;
+                d->isum_sq[c] += u * u;
+                ad = (double)u;
+            }
+            d->count[c]++;
+            if (ad > d->max_abs[c])
+                d->max_abs[c] = ad;
+        }
+    }
+}
+
+void gimg_diff_sums_ref(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d)
+{
+    memset(d, 0, sizeof *d);
+    const int rows = gimg_stats_block_rows(a->width, a->channels);
+    for (int y = 0; y < a->height; y += rows) {
+        gimg_diff_sums part;
+        memset(&part, 0, sizeof part);
+        diff_rows(a, b, y, y + rows < a->height ? y + rows : a->height, &part);
+        diff_add(d, &part);
+    }
+}
+
+void gimg_diff_sums_fast(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d)
+{
+    const int H = a->height, rows = gimg_stats_block_rows(a->width, a->channels);
+    const int blocks = (H + rows - 1) / rows;
+    gimg_diff_sums *parts = malloc((size_t)blocks * sizeof *parts);
+    if (!parts) {
+        gimg_diff_sums_ref(a, b, d);
+        return;
+    }
+    memset(d, 0, sizeof *d);
+    const size_t samples = (size_t)a->width * H * a->channels;
+    #pragma omp parallel for schedule(static) if (samples > 262144)
+    for (int k = 0; k < blocks; k++) {
+        int y = k * rows;
+        memset(&parts[k], 0, sizeof parts[k]);
+        diff_rows(a, b, y, y + rows < H ? y + rows : H, &parts[k]);
+    }
+    for (int k = 0; k < blocks; k++)
+        diff_add(d, &parts[k]);
+    free(parts);
+}
+
+void gimg_diff_finish(const gimg_diff_sums *d, int C, gimg_sample sample, gimg_diff *out)
+{
+    out->channels = C;
+    out->sample = sample;
+    out->peak = sample == GIMG_U8 ? 255 : sample == GIMG_U16 ? 65535 : 1;
+    uint64_t count[5] = {0}, differing[5] = {0};
+    unsigned __int128 iabs[5] = {0}, isq[5] = {0};
+    double fabs_[5] = {0}, fsq[5] = {0}, mx[5] = {0};
+    for (int c = 0; c < C; c++) {
+        count[c] = d->count[c];
+        differing[c] = d->differing[c];
+        iabs[c] = d->isum_abs[c];
+        isq[c] = d->isum_sq[c];
+        fabs_[c] = d->fsum_abs[c];
+        fsq[c] = d->fsum_sq[c];
+        mx[c] = d->max_abs[c];
+        count[C] += count[c];
+        differing[C] += differing[c];
+        iabs[C] += iabs[c];
+        isq[C] += isq[c];
+        fabs_[C] += fabs_[c];
+        fsq[C] += fsq[c];
+        if (mx[c] > mx[C])
+            mx[C] = mx[c];
+    }
+    for (int c = 0; c <= C; c++) {
+        gimg_channel_diff *r = &out->ch[c];
+        const uint64_t n = count[c];
+        r->count = n;
+        r->differing = differing[c];
+        if (!n) {
+            r->max_abs = r->mae = r->mse = r->rmse = r->psnr = NAN;
+            continue;
+        }
+        r->max_abs = mx[c];
+        double sum_abs = sample == GIMG_F32 ? fabs_[c] : (double)iabs[c];
+        double sum_sq = sample == GIMG_F32 ? fsq[c] : (double)isq[c];
+        r->mae = sum_abs / (double)n;
+        r->mse = sum_sq / (double)n;
+        r->rmse = sqrt(r->mse);
+        r->psnr = r->mse > 0 ? 10 * log10(out->peak * out->peak / r->mse) : INFINITY;
+    }
+}
+
+static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
+                                  gimg_diff *out, int reference)
+{
+    gimg_status st;
+    if (ref->width != im->width || ref->height != im->height)
+        return gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference's %dx%d",
+                         im->width, im->height, ref->width, ref->height);
+    if (ref->channels != im->channels)
+        return gimg_fail(GIMG_E_FORMAT, "%d channels, the reference has %d", im->channels,
+                         ref->channels);
+    if (ref->sample != im->sample)
+        return gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference has %d-bit",
+                         8 * (int)im->sample, 8 * (int)ref->sample);
+    if ((st = gimg_stats_check(im)))
+        return st;
+    memset(out, 0, sizeof *out);
+    gimg_diff_sums d;
+    struct gimg_gpu *gpu = NULL;
+    if (!reference) {
+        size_t bytes = 2 * (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
+        if ((st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu)))
+            return st;
+    }
+    if (reference)
+        gimg_diff_sums_ref(ref, im, &d);
+#ifdef GIMG_HAVE_CUDA
+    else if (gpu)
+        st = gpu_pass(ctx, gpu, ref, im, &d, sizeof d, NULL);
+#endif
+    else
+        gimg_diff_sums_fast(ref, im, &d);
+    if (!st)
+        gimg_diff_finish(&d, im->channels, im->sample, out);
+    return st;
+}
+
+gimg_status gimg_compare(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
+                         gimg_diff *out)
+{
+    return compare_common(ctx, ref, im, out, 0);
+}
+
+gimg_status gimg_compare_cpu(const gimg_image *ref, const gimg_image *im, gimg_diff *out)
+{
+    return compare_common(NULL, ref, im, out, 1);
+}

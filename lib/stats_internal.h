@@ -1,0 +1,87 @@
+/*
+ * stats_internal.h — what lib/stats.c shares with the reduction kernels
+ * (kernels/stats.cu), the differential test and the benchmark: the raw sums
+ * a pass over an image produces, before they become statistics.
+ *
+ * The structs are plain C, identical on both sides; a backend fills one,
+ * and one host function (gimg_stats_finish, gimg_diff_finish) turns it into
+ * the figures users see, so that whatever is exact in the sums is exact,
+ * and identical, in the results.
+ */
+#ifndef GIMG_STATS_INTERNAL_H
+#define GIMG_STATS_INTERNAL_H
+
+#include "gimg_stats.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * From this many bytes of image, --device auto computes statistics on the
+ * GPU. A statistics pass reads each byte once, so the upload (pageable
+ * memory) costs about what the CPU's whole pass does: on the H100 machine
+ * (16 cores), the moments and exact histogram of 8192x8192 RGB took 30-44
+ * ms on the CPU and 22-28 ms on the GPU with its upload, 7.5-10.8 against
+ * 5.3-6.0 ms at 4096x4096, even at 1024x1024 (tests/bench/bench_stats,
+ * "end to end", two runs), with CUDA already started. CUDA's start-up
+ * (about 0.2 s, device.c) is more than the GPU saves on any single image,
+ * so auto keeps statistics on the CPU; --device gpu still uses the GPU.
+ */
+#define GIMG_STATS_GPU_MIN_BYTES SIZE_MAX
+
+/*
+ * Float sums are accumulated block by block: a block is a run of whole rows
+ * of about this many samples, summed left to right from zero; the blocks'
+ * sums are then added in row order. The blocks depend on the image's width
+ * alone, never on the thread count, so every run gives the same doubles.
+ */
+#define GIMG_STATS_FLOAT_BLOCK_SAMPLES 16384
+static inline int gimg_stats_block_rows(int width, int channels)
+{
+    long long per_row = (long long)width * channels;
+    long long r = GIMG_STATS_FLOAT_BLOCK_SAMPLES / per_row;
+    return r < 1 ? 1 : (int)r;
+}
+
+/* The raw moments of each channel (c < channels; other entries zero). */
+typedef struct {
+    uint64_t count[4];            /* samples counted (float: finite ones) */
+    uint64_t nan[4], inf[4];      /* float: left out */
+    uint64_t isum[4], isumsq[4];  /* 8/16-bit: exact sums of v and v^2 */
+    double fsum[4], fsumsq[4];    /* float: sums of v and v^2 in double */
+    double min[4], max[4];        /* +inf / -inf when count is 0 */
+} gimg_moments;
+
+/* The raw sums of a comparison, per channel. */
+typedef struct {
+    uint64_t count[4];            /* pairs in the sums (float: both finite) */
+    uint64_t differing[4];
+    uint64_t isum_abs[4], isum_sq[4]; /* 8/16-bit: exact sums of |d| and d^2 */
+    double fsum_abs[4], fsum_sq[4];   /* float: in double */
+    double max_abs[4];            /* 0 when count is 0 */
+} gimg_diff_sums;
+
+/* The CPU passes. _ref: plain loops, one thread (the reference); _fast:
+ * the backend (vectorised, OpenMP). Both give identical sums. */
+void gimg_moments_ref(const gimg_image *im, gimg_moments *m);
+void gimg_moments_fast(const gimg_image *im, gimg_moments *m);
+void gimg_diff_sums_ref(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d);
+void gimg_diff_sums_fast(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d);
+
+/* Raw sums to statistics, for the image's channels and "all". Sets count,
+ * nan, inf, min, max, sum, mean and stddev (order statistics untouched). */
+void gimg_stats_finish(const gimg_moments *m, int channels, gimg_sample sample,
+                       gimg_stats *out);
+void gimg_diff_finish(const gimg_diff_sums *d, int channels, gimg_sample sample,
+                      gimg_diff *out);
+
+/* Checks an image against the limits of exact 64-bit sums. */
+gimg_status gimg_stats_check(const gimg_image *im);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

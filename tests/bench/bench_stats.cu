@@ -1,0 +1,322 @@
+/*
+ * bench_stats — validates, then times, the statistics reductions.
+ *
+ * For 8192x8192 gray, RGB and RGBA images of 8 and 16 bits:
+ *  1. checks the moments kernel and the exact histogram against the CPU
+ *     reference (byte for byte, results poisoned first); a mismatch stops
+ *     the benchmark with exit 1;
+ *  2. times with CUDA events (warm-up, then the median of many runs),
+ *     rotating over 4 images so that the data is several times the L2:
+ *     a device-to-device copy of the image (GB/s counting read + write),
+ *     the full statistics pass (moments of every channel: GB/s counting the
+ *     bytes read), the exact histogram behind median/percentiles/entropy
+ *     (kernels/histogram.cu), both together, the comparison of two images,
+ *     CUB's DeviceReduce::Sum over the same bytes, and
+ *     nppiMean_StdDev_8u_C1R for gray8 when NPP is present;
+ *  3. prints each as GB/s and as a ratio to the copy's rate (the target for
+ *     the moments: >= 0.80).
+ * Then the grid sizes the moments kernel could use, and the end-to-end
+ * break-even of --device auto (CPU backend vs upload + kernel).
+ */
+#include "gimg.h"
+#include "gpu_internal.h"
+#include "gimg_hist.h"
+#include "histogram.h"
+#include "stats_internal.h"
+#include "stats.h"
+#include "testimg.h"
+#include "bench.h"
+
+#include <cub/device/device_reduce.cuh>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GIMG_HAVE_NPP
+#include <nppi.h>
+#endif
+
+static const int kSide = 8192, kSets = 4, kWarmup = 3, kRuns = 30;
+
+struct Layout { const char *name; int channels; gimg_sample sample; };
+static const Layout kLayouts[] = {{"gray8", 1, GIMG_U8},  {"rgb8", 3, GIMG_U8},
+                                  {"rgba8", 4, GIMG_U8},  {"gray16", 1, GIMG_U16},
+                                  {"rgb16", 3, GIMG_U16}, {"rgba16", 4, GIMG_U16}};
+
+#ifdef GIMG_HAVE_NPP
+static NppStreamContext npp_context(cudaStream_t s)
+{
+    NppStreamContext c = {};
+    int dev;
+    cudaDeviceProp p;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&p, dev));
+    c.hStream = s;
+    c.nCudaDeviceId = dev;
+    c.nMultiProcessorCount = p.multiProcessorCount;
+    c.nMaxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
+    c.nMaxThreadsPerBlock = p.maxThreadsPerBlock;
+    c.nSharedMemPerBlock = p.sharedMemPerBlock;
+    c.nCudaDevAttrComputeCapabilityMajor = p.major;
+    c.nCudaDevAttrComputeCapabilityMinor = p.minor;
+    CK(cudaStreamGetFlags(s, &c.nStreamFlags));
+    return c;
+}
+
+/* The buffer-size query takes an int * in older NPP and a size_t * in newer. */
+template <typename T>
+static size_t npp_buffer_size(NppStatus (*f)(NppiSize, T *, NppStreamContext), NppiSize roi,
+                              NppStreamContext c)
+{
+    T n = 0;
+    if (f(roi, &n, c) != NPP_SUCCESS) {
+        fprintf(stderr, "bench: NPP buffer size query failed\n");
+        exit(1);
+    }
+    return (size_t)n;
+}
+#endif
+
+static gimg_cuda_hist_map exact_map(gimg_sample s)
+{
+    gimg_cuda_hist_map m = {};
+    m.mode = s == GIMG_U8 ? GIMG_CUDA_HIST_IDENT : GIMG_CUDA_HIST_SHIFT;
+    m.bins = s == GIMG_U8 ? 256 : 65536;
+    m.hi = m.bins;
+    return m;
+}
+
+/* The moments and the histogram of image 0 against the CPU. */
+static int validate(gimg_gpu *g, const Layout &l, const gimg_image &h_in, const void *d_in,
+                    size_t pitch, unsigned char *d_scratch, gimg_moments *d_m,
+                    unsigned long long *d_counts)
+{
+    gimg_moments ref, got;
+    gimg_moments_ref(&h_in, &ref);
+    CK(cudaMemsetAsync(d_m, 0xA5, sizeof *d_m, g->stream));
+    CK(gimg_cuda_moments(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, d_scratch, d_m, 0,
+                         g->stream));
+    CK(cudaMemcpyAsync(&got, d_m, sizeof got, cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaStreamSynchronize(g->stream));
+    if (memcmp(&ref, &got, sizeof ref)) {
+        printf("MISMATCH: %s moments differ from the CPU reference\n", l.name);
+        return 0;
+    }
+    gimg_hist_params p = {l.sample == GIMG_U8 ? 256 : 65536, 0, 0, 0};
+    p.hi = p.bins;
+    gimg_hist h;
+    if (gimg_hist_compute_cpu(&h_in, &p, &h)) {
+        fprintf(stderr, "bench: %s\n", gimg_last_error());
+        exit(1);
+    }
+    const size_t per = (size_t)p.bins + 3, n = per * l.channels;
+    std::vector<unsigned long long> slots(n);
+    gimg_cuda_hist_map map = exact_map(l.sample);
+    CK(gimg_cuda_hist(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, &map, d_counts,
+                      g->stream));
+    CK(cudaMemcpyAsync(slots.data(), d_counts, n * 8, cudaMemcpyDeviceToHost, g->stream));
+    CK(cudaStreamSynchronize(g->stream));
+    int ok = 1;
+    for (int c = 0; c < l.channels; c++)
+        for (int b = 0; b < p.bins; b++)
+            ok &= slots[c * per + b] == h.counts[(size_t)c * p.bins + b];
+    gimg_hist_free(&h);
+    if (!ok)
+        printf("MISMATCH: %s histogram differs from the CPU reference\n", l.name);
+    return ok;
+}
+
+static void bench_kernels(gimg_gpu *g)
+{
+    printf("Kernel: %dx%d images, median of %d runs, %d images rotated. GB/s: the copy counts "
+           "bytes read + written, the others bytes read; /copy = GB/s over the copy's.\n",
+           kSide, kSide, kRuns, kSets);
+    printf("%-7s %-22s %9s %9s %7s\n", "layout", "pass", "ms", "GB/s", "/copy");
+    unsigned char *d_scratch;
+    const size_t scratch = gimg_cuda_stats_scratch_bytes();
+    const size_t counts_bytes = 4 * (65536 + 3) * 8;
+    CK(cudaMalloc(&d_scratch, scratch + 512 + counts_bytes));
+    CK(cudaMemset(d_scratch, 0, scratch));
+    gimg_moments *d_m = (gimg_moments *)(d_scratch + scratch);
+    gimg_diff_sums *d_d = (gimg_diff_sums *)(d_scratch + scratch + 256);
+    unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 512);
+    unsigned long long *d_sum;
+    CK(cudaMalloc(&d_sum, 8));
+    for (const Layout &l : kLayouts) {
+        gimg_image h_in;
+        if (gimg_image_alloc(&h_in, kSide, kSide, l.channels, l.sample)) {
+            fprintf(stderr, "bench: %s\n", gimg_last_error());
+            exit(1);
+        }
+        testimg_fill_random(&h_in, 42 + l.channels);
+        const size_t row = h_in.stride_bytes, pitch = (row + 15) & ~(size_t)15;
+        const size_t bytes = pitch * kSide;
+        void *d_in[kSets], *d_out;
+        for (int i = 0; i < kSets; i++) {
+            CK(cudaMalloc(&d_in[i], bytes));
+            CK(cudaMemcpy2D(d_in[i], pitch, h_in.data, row, row, kSide, cudaMemcpyHostToDevice));
+        }
+        CK(cudaMalloc(&d_out, bytes));
+        if (!validate(g, l, h_in, d_in[0], pitch, d_scratch, d_m, d_counts))
+            exit(1);
+        const double gb = bytes / 1e9;
+        const double copy_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+            CK(cudaMemcpyAsync(d_out, d_in[i % kSets], bytes, cudaMemcpyDeviceToDevice,
+                               g->stream));
+        });
+        const double copy_gbs = 2 * gb / copy_ms * 1e3;
+        auto row_out = [&](const char *what, double ms) {
+            printf("%-7s %-22s %9.3f %9.0f %7.2f\n", l.name, what, ms, gb / ms * 1e3,
+                   gb / ms * 1e3 / copy_gbs);
+        };
+        printf("%-7s %-22s %9.3f %9.0f %7.2f\n", l.name, "copy (read+write)", copy_ms, copy_gbs,
+               1.0);
+        const double mom_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+            CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
+                                 d_scratch, d_m, 0, g->stream));
+        });
+        row_out("moments (stats pass)", mom_ms);
+        const gimg_cuda_hist_map map = exact_map(l.sample);
+        const double hist_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+            CK(gimg_cuda_hist(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
+                              &map, d_counts, g->stream));
+        });
+        row_out("exact histogram", hist_ms);
+        const double total_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+            CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
+                                 d_scratch, d_m, 0, g->stream));
+            CK(gimg_cuda_hist(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
+                              &map, d_counts, g->stream));
+        });
+        row_out("total (both)", total_ms);
+        const double diff_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+            CK(gimg_cuda_diff(d_in[i % kSets], pitch, d_in[(i + 1) % kSets], pitch, kSide, kSide,
+                              l.channels, (int)l.sample, d_scratch, d_d, 0, g->stream));
+        });
+        printf("%-7s %-22s %9.3f %9.0f %7.2f   (two images read)\n", l.name, "compare", diff_ms,
+               2 * gb / diff_ms * 1e3, 2 * gb / diff_ms * 1e3 / copy_gbs);
+        /* CUB's plain sum of the same bytes, as samples of the image's type. */
+        size_t temp_bytes = 0;
+        void *d_temp = NULL;
+        const size_t items = bytes / (size_t)l.sample;
+        auto cub_sum = [&](void *temp, size_t &tb, int i) {
+            if (l.sample == GIMG_U8)
+                return cub::DeviceReduce::Sum(temp, tb, (const uint8_t *)d_in[i % kSets], d_sum,
+                                              (long long)items, g->stream);
+            return cub::DeviceReduce::Sum(temp, tb, (const uint16_t *)d_in[i % kSets], d_sum,
+                                          (long long)items, g->stream);
+        };
+        CK(cub_sum(NULL, temp_bytes, 0));
+        CK(cudaMalloc(&d_temp, temp_bytes));
+        const double cub_ms = median_ms(g->stream, kWarmup, kRuns,
+                                        [&](int i) { CK(cub_sum(d_temp, temp_bytes, i)); });
+        row_out("CUB DeviceReduce::Sum", cub_ms);
+        printf("%-7s %-22s %9s %9s %7.2fx  (moments vs CUB's sum)\n", l.name, "", "", "",
+               cub_ms / mom_ms);
+        CK(cudaFree(d_temp));
+#ifdef GIMG_HAVE_NPP
+        if (l.sample == GIMG_U8 && l.channels == 1) {
+            NppStreamContext nc = npp_context(g->stream);
+            NppiSize roi = {kSide, kSide};
+            size_t nb = npp_buffer_size(nppiMeanStdDevGetBufferHostSize_8u_C1R_Ctx, roi, nc);
+            Npp8u *d_buf;
+            Npp64f *d_ms;
+            CK(cudaMalloc(&d_buf, nb));
+            CK(cudaMalloc(&d_ms, 16));
+            const double npp_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+                if (nppiMean_StdDev_8u_C1R_Ctx((const Npp8u *)d_in[i % kSets], (int)pitch, roi,
+                                               d_buf, d_ms, d_ms + 1, nc) != NPP_SUCCESS) {
+                    fprintf(stderr, "bench: nppiMean_StdDev_8u_C1R failed\n");
+                    exit(1);
+                }
+            });
+            row_out("nppiMean_StdDev_8u_C1R", npp_ms);
+            printf("%-7s %-22s %9s %9s %7.2fx  (moments vs NPP)\n", l.name, "", "", "",
+                   npp_ms / mom_ms);
+            CK(cudaFree(d_buf));
+            CK(cudaFree(d_ms));
+        }
+#endif
+        /* Grid sizes (float sums depend on the grid, so the library's is fixed). */
+        printf("%-7s %-22s", l.name, "grid: blocks->GB/s (default: one wave)");
+        const int grids[] = {264, 528, 792, 1056, 2048};
+        for (int blocks : grids) {
+            const double ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
+                CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels,
+                                     (int)l.sample, d_scratch, d_m, blocks, g->stream));
+            });
+            printf(" %d:%.0f", blocks, gb / ms * 1e3);
+        }
+        printf("\n");
+        for (int i = 0; i < kSets; i++)
+            CK(cudaFree(d_in[i]));
+        CK(cudaFree(d_out));
+        gimg_image_free(&h_in);
+    }
+    CK(cudaFree(d_sum));
+    CK(cudaFree(d_scratch));
+}
+
+/* --device auto's threshold: the CPU backend vs upload + kernel + result. */
+static void bench_break_even(gimg_gpu *g)
+{
+    printf("\nEnd to end (moments and exact histogram, RGB 8-bit, host memory as the tools hold "
+           "it; CPU: %d threads)\n", omp_get_max_threads());
+    printf("%-11s %9s %9s %9s\n", "size", "MB", "cpu ms", "gpu ms");
+    gimg_device cpu_dev = {GIMG_DEV_CPU, 0}, gpu_dev = {GIMG_DEV_GPU, 0};
+    gimg_ctx *cpu, *gpu;
+    if (gimg_ctx_open(&cpu_dev, 0, &cpu) || gimg_ctx_open(&gpu_dev, 0, &gpu))
+        exit(1);
+    gimg_stats_opts o = {};
+    o.order = 1;
+    const int sides[] = {256, 1024, 2048, 4096, 8192};
+    for (int side : sides) {
+        gimg_image in;
+        if (gimg_image_alloc(&in, side, side, 3, GIMG_U8))
+            exit(1);
+        testimg_fill_random(&in, side);
+        std::vector<double> tc, tg;
+        gimg_stats a, b;
+        for (int r = 0; r < 7; r++) {
+            double t0 = gimg_now_ms();
+            if (gimg_stats_compute(cpu, &in, &o, &a))
+                exit(1);
+            tc.push_back(gimg_now_ms() - t0);
+            t0 = gimg_now_ms();
+            if (gimg_stats_compute(gpu, &in, &o, &b)) {
+                fprintf(stderr, "bench: %s\n", gimg_last_error());
+                exit(1);
+            }
+            tg.push_back(gimg_now_ms() - t0);
+        }
+        if (memcmp(&a, &b, sizeof a)) {
+            printf("MISMATCH: gimg_stats_compute differs between CPU and GPU at %d\n", side);
+            exit(1);
+        }
+        std::sort(tc.begin(), tc.end());
+        std::sort(tg.begin(), tg.end());
+        printf("%5dx%-5d %9.1f %9.2f %9.2f\n", side, side, side * (double)side * 3 / 1e6, tc[3],
+               tg[3]);
+        gimg_image_free(&in);
+    }
+    gimg_ctx_close(cpu);
+    gimg_ctx_close(gpu);
+    (void)g;
+}
+
+int main(void)
+{
+    gimg_gpu *g;
+    if (gimg_gpu_open(0, &g)) {
+        fprintf(stderr, "bench: %s\n", gimg_last_error());
+        return 77;
+    }
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("GPU: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    bench_kernels(g);
+    bench_break_even(g);
+    gimg_gpu_close(g);
+    return 0;
+}

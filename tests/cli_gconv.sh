@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# tests/cli_gconv.sh — the command-line tests of gconv: kernels against
+# hand-computed results, borders, --correlate, --normalize, --scale/--bias/
+# --abs, alpha modes, chains, kernel files, pipes, spec errors and exit
+# statuses, devices, and cross-checks with vips and ImageMagick when they are
+# installed. One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
+TOOL=gconv
+. "$(dirname "$0")/cli_lib.sh"
+GC=$PROG
+
+# A 4x3 gray image with samples 10 20 30 40 / 50 60 70 80 / 90 100 110 120.
+printf 'P5\n4 3\n255\n' >g.pgm
+bytes 10 20 30 40 50 60 70 80 90 100 110 120 >>g.pgm
+
+# pixels FILE: the samples of an 8-bit PNM/PAM's payload (the last N bytes).
+payload() { tail -c "$2" "$1" | od -An -tu1 | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }
+
+# known NAME WANT ARGS...: gconv ARGS g.pgm, the 12 output samples must be WANT.
+known() {
+    local name=$1 want=$2 got
+    shift 2
+    if ! "$GC" "$@" g.pgm out.pgm 2>err.txt; then
+        fail "$name" "exit status $?: $(head -c 200 err.txt)"
+        return
+    fi
+    got=$(payload out.pgm 12)
+    result "$name" "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
+}
+
+# Identity, shifts (convolution vs correlation), every border on the edges.
+known identity "10 20 30 40 50 60 70 80 90 100 110 120" -k 1
+# [1 0 0] convolved: out(x) = in(x - 1)... rotated it is [0 0 1] correlated,
+# anchor 1: out(x) = in(x + 1)? No: convolution out(x) = sum k[i] in(x - (i - 1)),
+# so k = [1 0 0] gives in(x + 1).
+known convolve-shift "20 30 40 40 60 70 80 80 100 110 120 120" -k '1 0 0'
+known correlate-shift "10 10 20 30 50 50 60 70 90 90 100 110" -k '1 0 0' --correlate
+known border-clamp "10 10 10 20 50 50 50 60 90 90 90 100" -k '1 0 0 0 0' --correlate --border clamp
+known border-mirror "20 10 10 20 60 50 50 60 100 90 90 100" -k '1 0 0 0 0' --correlate --border mirror
+known border-reflect "30 20 10 20 70 60 50 60 110 100 90 100" -k '1 0 0 0 0' --correlate --border reflect
+known border-wrap "30 40 10 20 70 80 50 60 110 120 90 100" -k '1 0 0 0 0' --correlate --border wrap
+known border-zero "0 0 10 20 0 0 50 60 0 0 90 100" -k '1 0 0 0 0' --correlate --border zero
+known border-vertical-wrap "90 100 110 120 10 20 30 40 50 60 70 80" -k '1;0;0' --correlate --border wrap
+# A corner: up-left diagonal shift with a zero border.
+known border-zero-corner "0 0 0 0 0 10 20 30 0 50 60 70" -k '1 0 0; 0 0 0; 0 0 0' --correlate --border zero
+# Even sizes anchor up-left: [1 1] correlated is in(x) + in(x + 1).
+known even-kernel "30 50 70 80 110 130 150 160 190 210 230 240" -k '1 1' --correlate
+known normalize "15 25 35 40 55 65 75 80 95 105 115 120" -k '1 1' --correlate --normalize
+known box "27 33 43 50 53 60 70 77 80 87 97 103" -k box:1
+known scale-bias "105 110 115 120 125 130 135 140 145 150 155 160" -k 1 --scale 0.5 --bias 100
+# sobel-x of a rightward ramp is positive, sobel-y of a downward ramp too.
+known sobel-x "40 80 80 40 40 80 80 40 40 80 80 40" -k sobel-x
+known sobel-y "160 160 160 160 255 255 255 255 160 160 160 160" -k sobel-y
+known sobel-x-negative "0 0 0 0 0 0 0 0 0 0 0 0" -k sobel-x --scale -1
+known sobel-x-abs "40 80 80 40 40 80 80 40 40 80 80 40" -k sobel-x --scale -1 --abs
+# The image is linear, so the Laplacian is 0 inside; reflect bends it at the
+# edges: 2*10 + 2*40 at the top-left corner, clamped at 0 where negative.
+known laplacian "100 80 80 60 20 0 0 0 0 0 0 0" -k laplacian --border reflect
+
+# Named kernels ignore --correlate; a custom asymmetric kernel does not.
+"$GC" -k emboss g.pgm a.pgm && "$GC" -k emboss --correlate g.pgm b.pgm
+result named-ignore-correlate "$(same a.pgm b.pgm)"
+"$GC" -k '1 2 3; 4 5 6; 7 8 9' --scale 0.02 g.pgm a.pgm && "$GC" -k '9 8 7; 6 5 4; 3 2 1' --correlate --scale 0.02 g.pgm b.pgm
+result convolve-is-rotated-correlate "$(same a.pgm b.pgm)"
+
+# Kernel files, with comments and blank lines, same as inline.
+printf '# a binomial\n1 2 1\n\n2 4 2  # middle\n1 2 1\n' >k.txt
+"$GEN" --seed 3 40 30 3 8 rgb.ppm
+why=""
+"$GC" -k @k.txt --normalize rgb.ppm a.ppm 2>err.txt || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && { "$GC" -k '1 2 1; 2 4 2; 1 2 1' --normalize rgb.ppm b.ppm && why=$(same a.ppm b.ppm) || true; }
+result kernel-file "$why"
+
+# Chains stay in float: two 1/2 scalings give what one 1/4 scaling gives,
+# which rounding to 8 bits in between would not.
+"$GEN" --seed 4 31 17 1 8 gray.pgm
+why=""
+"$GC" -k 0.5 -k 0.5 gray.pgm chain.pgm 2>err.txt && "$GC" -k 0.25 gray.pgm one.pgm || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && { why=$(same chain.pgm one.pgm) || true; }
+result chain-in-float "$why"
+
+# Alpha: a transparent white pixel does not bleed into its opaque black
+# neighbours with premultiply; with keep, alpha is unchanged; with include
+# alpha is blurred too.
+printf 'P7\nWIDTH 3\nHEIGHT 1\nDEPTH 2\nMAXVAL 255\nTUPLTYPE GRAYSCALE_ALPHA\nENDHDR\n' >ga.pam
+bytes 255 0 0 255 0 255 >>ga.pam
+for m in premultiply:"0 255 0 255 0 255" keep:"85 0 85 255 0 255" include:"85 85 85 170 0 170"; do
+    mode=${m%%:*}
+    want=${m#*:}
+    if "$GC" -k '1 1 1' --scale 0.33333334 --border zero --alpha "$mode" ga.pam out.pam 2>err.txt; then
+        got=$(payload out.pam 6)
+        # premultiply leaves alpha unscaled: the box sum, clamped.
+        result "alpha-$mode" "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
+    else
+        fail "alpha-$mode" "exit status $?: $(head -c 200 err.txt)"
+    fi
+done
+
+# 16-bit and float stay 16-bit and float.
+"$GEN" --seed 5 20 10 1 16 g16.pgm
+"$GEN" --seed 6 20 10 3 32 f.pfm
+why=""
+"$GC" -k gaussian:1 g16.pgm o16.pgm 2>err.txt && "$GC" -k gaussian:1 f.pfm of.pfm || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && { head -c 20 o16.pgm | grep -aq 65535 || why="16-bit output is not 16-bit"; }
+[ -z "$why" ] && { [ "$(magic of.pfm 2)" = 5046 ] || why="float output is not PFM"; }
+result types-kept "$why"
+
+# Pipes: stdin to stdout, between two gconv processes.
+why=""
+"$GC" -k gaussian:1 - - <rgb.ppm | "$GC" -k sharpen - piped.ppm 2>err.txt || why="pipeline failed"
+[ -z "$why" ] && { "$GC" -k gaussian:1 rgb.ppm t.ppm && "$GC" -k sharpen t.ppm direct.ppm && why=$(same piped.ppm direct.ppm) || true; }
+result pipe "$why"
+
+# Devices: --device cpu and auto agree.
+why=""
+"$GC" -k gaussian:2 --device cpu rgb.ppm c.ppm 2>err.txt && "$GC" -k gaussian:2 rgb.ppm a.ppm || why="failed"
+[ -z "$why" ] && { why=$(same c.ppm a.ppm) || true; }
+result device-cpu-auto "$why"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
+    ! "$GC" --version | grep -q 'not built in'; then
+    why=""
+    "$GC" -k '1 -2 3; 4 5 -6' -k sobel --alpha keep --device gpu rgb.ppm g.ppm 2>err.txt &&
+        "$GC" -k '1 -2 3; 4 5 -6' -k sobel --alpha keep --device cpu rgb.ppm c.ppm || why="failed: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { why=$(same g.ppm c.ppm) || true; }
+    result device-gpu-same-as-cpu "$why"
+fi
+"$GC" -v -k box:1 rgb.ppm /dev/null 2>err.txt
+result verbose "$(grep -q '^gconv: kernel 1: box:1, 3x3, separable' err.txt && grep -q 'backend' err.txt || echo "got: $(head -c 300 err.txt)")"
+
+# ------------------------------------------------------------------ errors
+mkdir -p e
+mkfifo fifo
+# Spec errors: exit 2, a message naming the problem, before any input is read.
+spec_error() { # NAME SPEC WORD
+    expect_fail "spec-$1" 2 e -- timeout 10 "$GC" -k "$2" fifo e/out.png
+    grep -q -- "$3" stderr.txt || fail "spec-$1-message" "no '$3' in: $(head -c 200 stderr.txt)"
+}
+spec_error bad-number '1 2 x' "bad number 'x'"
+spec_error ragged '1 2; 3' 'ragged rows'
+spec_error empty '' 'empty kernel'
+spec_error empty-rows ' ; ' 'empty kernel'
+spec_error unknown-name 'gauss:2' "unknown kernel 'gauss'"
+spec_error missing-param 'box' 'needs a parameter'
+spec_error bad-sigma 'gaussian:-1' 'out of range'
+spec_error too-large 'gaussian:100' 'too large'
+spec_error too-many-params 'sobel:3' 'takes no parameters'
+printf '1 2\n3\n' >ragged.txt
+spec_error file-ragged @ragged.txt 'ragged rows'
+expect_fail spec-file-missing 1 e -- timeout 10 "$GC" -k @no-such-file.txt fifo e/out.png
+expect_fail usage-no-kernel 2 e -- timeout 10 "$GC" fifo e/out.png
+expect_fail usage-bad-border 2 e -- timeout 10 "$GC" -k box:1 --border repeat fifo e/out.png
+expect_fail usage-bad-alpha 2 e -- timeout 10 "$GC" -k box:1 --alpha none fifo e/out.png
+expect_fail usage-bad-scale 2 e -- timeout 10 "$GC" -k box:1 --scale x fifo e/out.png
+expect_fail usage-bad-bias 2 e -- timeout 10 "$GC" -k box:1 --bias nan fifo e/out.png
+expect_fail error-missing-input 1 e -- "$GC" -k box:1 missing.png e/out.png
+printf 'not an image' >junk.png
+expect_fail error-corrupt-input 1 e -- "$GC" -k box:1 junk.png e/out.png
+
+# --help lists the options and the named kernels.
+"$GC" --help >help.txt 2>&1
+why=""
+head -n 1 help.txt | grep -q '^Usage: gconv \[options\] INPUT \[OUTPUT\]$' || why="no usage line"
+for w in --kernel --correlate --normalize --scale --bias --abs --border --alpha gaussian sobel-x; do
+    [ -z "$why" ] && { grep -q -- "$w" help.txt || why="help lacks $w"; }
+done
+result help "$why"
+
+# ------------------------------------------------------------ cross-checks
+if command -v vips >/dev/null 2>&1; then
+    # vips conv with an integer mask and scale 1 sums exactly and clamps, as
+    # we do; its edges are copied like --border clamp.
+    "$GEN" --seed 8 97 61 3 8 v.ppm
+    printf '3 3\n-1 -1 -1\n-1 9 -1\n-1 -1 -1\n' >m.mat
+    why=""
+    vips conv v.ppm vips.ppm m.mat --precision integer 2>err.txt || why="vips failed: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { "$GC" -k '-1 -1 -1; -1 9 -1; -1 -1 -1' v.ppm ours.ppm && why=$(same ours.ppm vips.ppm) || true; }
+    result vips-conv-integer "$why"
+else
+    skip vips-conv-integer "vips is not installed"
+fi
+if command -v convert >/dev/null 2>&1 && convert -version 2>/dev/null | grep -q ImageMagick; then
+    # ImageMagick's -morphology Convolve is true convolution: a kernel whose
+    # only tap is at the bottom-left moves the image up and right, the same
+    # as ours; a virtual-pixel edge is --border clamp.
+    "$GEN" --seed 9 23 17 3 8 im.ppm
+    why=""
+    convert im.ppm -virtual-pixel edge -morphology Convolve '3x3:0,0,0 0,0,0 1,0,0' im-out.ppm 2>err.txt ||
+        why="convert failed: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { "$GC" -k '0 0 0; 0 0 0; 1 0 0' im.ppm gc-out.ppm && why=$(same gc-out.ppm im-out.ppm) || true; }
+    result imagemagick-convolve "$why"
+else
+    skip imagemagick-convolve "ImageMagick is not installed"
+fi
+
+exit $failed

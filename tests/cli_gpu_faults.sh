@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# tests/cli_gpu_faults.sh — GPU faults: out of GPU memory, simulated with
+# GIMG_GPU_MEM_LIMIT set low, must not fail a tool: the operation runs on the
+# CPU instead, gives the same result, and says so under -v. Needs a CUDA
+# build and a GPU, so it skips in `make test` on a machine without one; its
+# name matches run-gpu.sh's tests/cli_g*.sh, so `make test-gpu` runs it.
+# One block per tool; BIN and BUILD as in cli_lib.sh.
+TOOL=gtranspose
+. "$(dirname "$0")/cli_lib.sh"
+
+if "$PROG" --version | grep -q 'not built in'; then
+    skip gpu-faults "this build has no CUDA support"
+    exit 0
+fi
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    skip gpu-faults "no CUDA GPU"
+    exit 0
+fi
+
+# mem_limit_fallback NAME LIMIT TOOL-ARGS...: with GIMG_GPU_MEM_LIMIT=LIMIT
+# and --device gpu, the tool succeeds, writes what the CPU writes (cpu.out,
+# made first by the caller), and -v says it fell back to the CPU.
+mem_limit_fallback() {
+    local name=$1 limit=$2 why=""
+    shift 2
+    GIMG_GPU_MEM_LIMIT=$limit "$@" --device gpu -v >gpu.out 2>err.txt ||
+        why="exit status $?: $(head -c 300 err.txt)"
+    [ -z "$why" ] && { cmp -s gpu.out cpu.out || why="output differs from the CPU's"; }
+    [ -z "$why" ] && { grep -q 'GIMG_GPU_MEM_LIMIT' err.txt && grep -q 'CPU instead' err.txt ||
+        why="-v does not report the fallback: $(head -c 300 err.txt)"; }
+    [ -z "$why" ] && grep -q 'backend: gpu' err.txt && why="-v claims the GPU ran"
+    result "$name" "$why"
+}
+
+# ------------------------------------------------------------- gtranspose
+
+# 301x203 RGB: each device buffer is 912 x 203 = 185136 bytes (rows padded
+# to 16 bytes), so 200000 fits the input but not the output as well.
+"$GEN" --seed 3 301 203 3 8 in.ppm
+"$PROG" --op rot90 --device cpu in.ppm - >cpu.out
+mem_limit_fallback gtranspose-mem-limit-1-byte 1 "$PROG" --op rot90 in.ppm -
+mem_limit_fallback gtranspose-mem-limit-input-only 200000 "$PROG" --op rot90 in.ppm -
+
+why=""
+GIMG_GPU_MEM_LIMIT=1 "$PROG" --op rot90 --device gpu in.ppm - >gpu.out 2>err.txt || why="exit status $?"
+[ -z "$why" ] && [ -s err.txt ] && why="printed without -v: $(head -c 200 err.txt)"
+[ -z "$why" ] && { cmp -s gpu.out cpu.out || why="output differs from the CPU's"; }
+result gtranspose-mem-limit-quiet "$why"
+
+why=""
+GIMG_GPU_MEM_LIMIT=64M "$PROG" --op rot90 --device gpu -v in.ppm - >gpu.out 2>err.txt ||
+    why="exit status $?: $(head -c 200 err.txt)"
+[ -z "$why" ] && { grep -q 'backend: gpu' err.txt || why="did not run on the GPU: $(head -c 300 err.txt)"; }
+[ -z "$why" ] && { cmp -s gpu.out cpu.out || why="output differs from the CPU's"; }
+result gtranspose-mem-limit-enough "$why"
+
+expect_fail gtranspose-mem-limit-invalid 1 "" -- env GIMG_GPU_MEM_LIMIT=12Q "$PROG" --device gpu in.ppm -
+grep -q 'GIMG_GPU_MEM_LIMIT' stderr.txt || fail gtranspose-mem-limit-invalid-message "got: $(cat stderr.txt)"
+
+# A real out-of-memory: a helper holds all but about 1.2 GiB of the GPU's
+# free memory while the tool transposes an image whose two device buffers
+# need 1.6 GiB (8192x8192 RGB float); CUDA's own context takes some of what
+# is left. The tool must fall back to the CPU and give the CPU's result.
+if command -v nvcc >/dev/null 2>&1 && [ -z "${GIMG_TEST_SLOW:-}" ]; then
+    cat >hog.cu <<'CU'
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+    size_t free_b, total_b;
+    void *p;
+    if (argc < 3 || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return 3;
+    size_t keep = (size_t)atoll(argv[1]);
+    if (free_b <= keep || cudaMalloc(&p, free_b - keep) != cudaSuccess)
+        return 4;
+    int rc = system(argv[2]);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 5;
+}
+CU
+    if nvcc -o hog hog.cu 2>cc.txt; then
+        "$GEN" --seed 9 8192 8192 3 32 bigf.pfm
+        "$PROG" --op rot90 --device cpu bigf.pfm cpu.pfm
+        why=""
+        ./hog $((1200 << 20)) "'$PROG' --op rot90 --device gpu -v bigf.pfm gpu.pfm 2>err.txt"
+        rc=$?
+        [ "$rc" -eq 0 ] || why="exit status $rc: $(head -c 300 err.txt)"
+        [ -z "$why" ] && { grep -q 'GPU out of memory' err.txt || why="no fallback reported: $(head -c 300 err.txt)"; }
+        [ -z "$why" ] && { cmp -s gpu.pfm cpu.pfm || why="output differs from the CPU's"; }
+        result gtranspose-real-gpu-out-of-memory "$why"
+        rm -f bigf.pfm cpu.pfm gpu.pfm
+    else
+        skip gtranspose-real-gpu-out-of-memory "nvcc cannot build the helper: $(head -c 100 cc.txt)"
+    fi
+else
+    skip gtranspose-real-gpu-out-of-memory "needs nvcc (and not under valgrind)"
+fi
+
+exit $failed

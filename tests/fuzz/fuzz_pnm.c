@@ -1,0 +1,82 @@
+/*
+ * fuzz_pnm — the netpbm readers of pnm.c (PBM/PGM/PPM plain and raw, PAM,
+ * PFM) by both of their sources: a buffer in memory (gimg_decode_memory,
+ * what the tools read files with) and a stream (gimg_read_pnm_stream, for
+ * concatenated images, read here from fmemopen()).
+ *
+ * Checked: a failure says why; the probe agrees with the decoder; when the
+ * buffer decodes, the stream's first image decodes to the same pixels; the
+ * stream reader ends (at most as many images as the input has bytes).
+ */
+#include "fuzz.h"
+#include "io_internal.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    gimg_set_max_pixels(FUZZ_MAX_PIXELS);
+    return 0;
+}
+
+static int same_pixels(const gimg_image *a, const gimg_image *b)
+{
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels ||
+        a->sample != b->sample)
+        return 0;
+    size_t row = (size_t)a->width * gimg_pixel_bytes(a);
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(gimg_row(a, y), gimg_row(b, y), row) != 0)
+            return 0;
+    return 1;
+}
+
+static int is_netpbm(const uint8_t *data, size_t size)
+{
+    gimg_format f = gimg_format_sniff(data, size);
+    return f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    gimg_info info;
+    gimg_image mem;
+    fuzz_clear_error();
+    gimg_status probe = gimg_pnm_probe(data, size, &info);
+    fuzz_check_failure(probe, "gimg_pnm_probe");
+    fuzz_clear_error();
+    gimg_status st = gimg_decode_memory(data, size, &mem);
+    fuzz_check_failure(st, "gimg_decode_memory");
+    const int netpbm = is_netpbm(data, size);
+    if (st == GIMG_OK && netpbm) {
+        FUZZ_CHECK(probe == GIMG_OK, "decoded what the probe refused: %s", gimg_last_error());
+        FUZZ_CHECK(mem.width == info.width && mem.height == info.height &&
+                       mem.channels == info.channels && mem.sample == info.sample,
+                   "probe and decoder disagree");
+    }
+
+    if (size == 0)
+        return 0;
+    FILE *f = fmemopen((void *)data, size, "rb");
+    if (!f) {
+        gimg_image_free(&mem);
+        return 0;
+    }
+    for (size_t n = 0;; n++) {
+        FUZZ_CHECK(n <= size, "the stream reader returned more images than bytes");
+        gimg_image im;
+        fuzz_clear_error();
+        gimg_status sst = gimg_read_pnm_stream(f, &im);
+        fuzz_check_failure(sst, "gimg_read_pnm_stream");
+        if (n == 0 && st == GIMG_OK && netpbm)
+            FUZZ_CHECK(sst == GIMG_OK && im.data && same_pixels(&im, &mem),
+                       "the stream's first image differs from the buffer's (%s)",
+                       sst ? gimg_last_error() : "pixels");
+        if (sst != GIMG_OK || !im.data)
+            break;
+        gimg_image_free(&im);
+    }
+    fclose(f);
+    gimg_image_free(&mem);
+    return 0;
+}

@@ -1,0 +1,555 @@
+/*
+ * make_corpus — writes the seed corpora of the fuzz targets, and the
+ * valid files that tests/cli_hardening.sh truncates and corrupts:
+ *
+ *   make_corpus DIR
+ *
+ * makes DIR/decode (small valid files of every format and layout we read:
+ * PNG of every colour type and bit depth, palette, transparency, Adam7 and
+ * several IDAT chunks; baseline JPEG with and without chroma subsampling;
+ * BMP 8-bit palette, 24-bit bottom-up and top-down, 32-bit; TGA raw,
+ * run-length and colour-mapped; HDR flat and run-length; PNM plain and raw
+ * of every kind, odd maxvals, PAM of every TUPLTYPE, PFM of both byte
+ * orders), DIR/pnm (the netpbm ones, and a stream of two images),
+ * DIR/cli (argument vectors) and DIR/parse (the strings of parsers.h);
+ * and DIR/hostile, files every tool must refuse quickly: headers claiming
+ * huge, over-long or empty images with next to no data (also seeds of
+ * DIR/decode, so that the fuzzer starts from the limits too).
+ * Every file is made here, from seeded pixels: nothing is downloaded.
+ * Exit status 0, or 1 when a file cannot be written.
+ */
+#include "gimg.h"
+#include "parsers.h"
+#include "testimg.h"
+
+#include <errno.h>
+#include <libdeflate.h>
+#include <sys/stat.h>
+
+static const char *g_dir;
+static int g_failed;
+
+/* ------------------------------------------------------------- output */
+
+static void put(const char *target, const char *name, const void *data, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", g_dir, target);
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        perror(path);
+        g_failed = 1;
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s/%s", g_dir, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        g_failed = 1;
+    }
+}
+
+/* Both the decoder's corpus and, for netpbm files, the PNM reader's. */
+static void put_image(const char *name, const void *data, size_t len)
+{
+    put("decode", name, data, len);
+    gimg_format f = gimg_format_sniff(data, len);
+    if (f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM)
+        put("pnm", name, data, len);
+}
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} buf;
+
+static void add(buf *b, const void *data, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p) {
+            fputs("make_corpus: out of memory\n", stderr);
+            exit(1);
+        }
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+}
+
+static void add_str(buf *b, const char *s) { add(b, s, strlen(s)); }
+static void add_u8(buf *b, unsigned v) { unsigned char c = (unsigned char)v; add(b, &c, 1); }
+static void add_le16(buf *b, unsigned v) { add_u8(b, v & 255); add_u8(b, (v >> 8) & 255); }
+static void add_le32(buf *b, uint32_t v) { add_le16(b, v & 0xffff); add_le16(b, v >> 16); }
+static void add_be32(buf *b, uint32_t v)
+{
+    add_u8(b, v >> 24); add_u8(b, (v >> 16) & 255); add_u8(b, (v >> 8) & 255); add_u8(b, v & 255);
+}
+
+/* ------------------------------------------- files our encoders write */
+
+static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_sample s,
+                    int quality, int level)
+{
+    gimg_image im;
+    if (gimg_image_alloc(&im, w, h, c, s) != GIMG_OK) {
+        fprintf(stderr, "make_corpus: %s\n", gimg_last_error());
+        exit(1);
+    }
+    testimg_fill_random(&im, (uint64_t)w * 131 + (uint64_t)h * 7 + (uint64_t)c);
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.jpeg_quality = quality;
+    o.png_level = level;
+    unsigned char *data;
+    size_t len;
+    if (gimg_encode(&im, f, &o, &data, &len) != GIMG_OK) {
+        fprintf(stderr, "make_corpus: %s: %s\n", name, gimg_last_error());
+        exit(1);
+    }
+    put_image(name, data, len);
+    free(data);
+    gimg_image_free(&im);
+}
+
+static void encoded_files(void)
+{
+    static const gimg_sample depth[] = { GIMG_U8, GIMG_U16 };
+    char name[64];
+    for (int c = 1; c <= 4; c++)
+        for (int d = 0; d < 2; d++) {
+            int bits = 8 * (int)depth[d];
+            snprintf(name, sizeof name, "png-c%d-d%d", c, bits);
+            encoded(name, GIMG_FMT_PNG, 7, 5, c, depth[d], 90, 6);
+            snprintf(name, sizeof name, "pam-c%d-d%d", c, bits);
+            encoded(name, GIMG_FMT_PAM, 5, 3, c, depth[d], 90, 6);
+        }
+    encoded("png-stored", GIMG_FMT_PNG, 9, 4, 3, GIMG_U8, 90, 0);
+    encoded("png-level12", GIMG_FMT_PNG, 16, 16, 4, GIMG_U16, 90, 12);
+    for (int d = 0; d < 2; d++) {
+        snprintf(name, sizeof name, "pgm-d%d", 8 * (int)depth[d]);
+        encoded(name, GIMG_FMT_PNM, 6, 4, 1, depth[d], 90, 6);
+        snprintf(name, sizeof name, "ppm-d%d", 8 * (int)depth[d]);
+        encoded(name, GIMG_FMT_PNM, 6, 4, 3, depth[d], 90, 6);
+    }
+    encoded("pfm-gray", GIMG_FMT_PFM, 4, 3, 1, GIMG_F32, 90, 6);
+    encoded("pfm-rgb", GIMG_FMT_PFM, 4, 3, 3, GIMG_F32, 90, 6);
+    /* stb's JPEG writer subsamples chroma (4:2:0) at quality 90 and below. */
+    encoded("jpeg-q50-420", GIMG_FMT_JPEG, 19, 11, 3, GIMG_U8, 50, 6);
+    encoded("jpeg-q100-444", GIMG_FMT_JPEG, 9, 9, 3, GIMG_U8, 100, 6);
+    encoded("jpeg-gray-source", GIMG_FMT_JPEG, 8, 8, 1, GIMG_U8, 75, 6);
+    encoded("bmp-rgb", GIMG_FMT_BMP, 5, 3, 3, GIMG_U8, 90, 6);
+    encoded("bmp-rgba", GIMG_FMT_BMP, 5, 3, 4, GIMG_U8, 90, 6);
+    for (int c = 1; c <= 4; c++) {
+        snprintf(name, sizeof name, "tga-rle-c%d", c);
+        encoded(name, GIMG_FMT_TGA, 9, 4, c, GIMG_U8, 90, 6);
+    }
+    /* Radiance writes run-length scanlines for widths 8 to 32767, flat ones otherwise. */
+    encoded("hdr-rle", GIMG_FMT_HDR, 17, 3, 3, GIMG_F32, 90, 6);
+    encoded("hdr-flat", GIMG_FMT_HDR, 5, 3, 3, GIMG_F32, 90, 6);
+}
+
+/* -------------------------------------------------- hand-made PNG */
+
+static uint8_t sample_at(int x, int y, int c, unsigned max)
+{
+    return (uint8_t)(((unsigned)x * 37u + (unsigned)y * 101u + (unsigned)c * 53u) % (max + 1));
+}
+
+static void png_chunk(buf *b, const char *type, const void *data, size_t len)
+{
+    add_be32(b, (uint32_t)len);
+    size_t at = b->len;
+    add(b, type, 4);
+    if (len)
+        add(b, data, len);
+    add_be32(b, libdeflate_crc32(0, b->p + at, len + 4));
+}
+
+/* One row of a (sub)image: its filter byte (0, none) and packed samples. */
+static void png_row(buf *raw, int x0, int dx, int w, int y, int spp, int depth)
+{
+    add_u8(raw, 0);
+    unsigned max = depth == 16 ? 255 : (1u << (depth < 8 ? depth : 8)) - 1;
+    unsigned acc = 0;
+    int bits = 0;
+    for (int i = 0; i < w; i++)
+        for (int c = 0; c < spp; c++) {
+            unsigned v = sample_at(x0 + i * dx, y, c, max);
+            if (depth == 16) {
+                add_u8(raw, v);
+                add_u8(raw, 255 - v);
+            } else if (depth == 8) {
+                add_u8(raw, v);
+            } else {
+                acc = acc << depth | v;
+                bits += depth;
+                if (bits == 8) {
+                    add_u8(raw, acc);
+                    acc = 0;
+                    bits = 0;
+                }
+            }
+        }
+    if (bits)
+        add_u8(raw, acc << (8 - bits));
+}
+
+/* A PNG of colour type `type` (0 gray, 2 RGB, 3 palette, 4 gray+alpha,
+ * 6 RGBA) and bit depth `depth`; Adam7 when interlace; tRNS when trns; the
+ * zlib stream split over two IDAT chunks. */
+static void png_file(const char *name, int w, int h, int type, int depth, int interlace,
+                     int trns)
+{
+    static const int spp_of[7] = { 1, 0, 3, 1, 2, 0, 4 };
+    const int spp = spp_of[type];
+    buf raw = { 0 }, out = { 0 };
+    if (!interlace) {
+        for (int y = 0; y < h; y++)
+            png_row(&raw, 0, 1, w, y, spp, depth);
+    } else {
+        static const int pass[7][4] = { { 0, 0, 8, 8 }, { 4, 0, 8, 8 }, { 0, 4, 4, 8 },
+                                        { 2, 0, 4, 4 }, { 0, 2, 2, 4 }, { 1, 0, 2, 2 },
+                                        { 0, 1, 1, 2 } };
+        for (int p = 0; p < 7; p++) {
+            int pw = (w - pass[p][0] + pass[p][2] - 1) / pass[p][2];
+            int ph = (h - pass[p][1] + pass[p][3] - 1) / pass[p][3];
+            if (pw <= 0 || ph <= 0)
+                continue;
+            for (int j = 0; j < ph; j++)
+                png_row(&raw, pass[p][0], pass[p][2], pw, pass[p][1] + j * pass[p][3], spp,
+                        depth);
+        }
+    }
+    struct libdeflate_compressor *z = libdeflate_alloc_compressor(6);
+    size_t cap = libdeflate_zlib_compress_bound(z, raw.len);
+    unsigned char *zdata = malloc(cap);
+    size_t zlen = z && zdata ? libdeflate_zlib_compress(z, raw.p, raw.len, zdata, cap) : 0;
+    libdeflate_free_compressor(z);
+    if (!zlen) {
+        fprintf(stderr, "make_corpus: %s: compression failed\n", name);
+        exit(1);
+    }
+
+    add(&out, "\x89PNG\r\n\x1a\n", 8);
+    buf ihdr = { 0 };
+    add_be32(&ihdr, (uint32_t)w);
+    add_be32(&ihdr, (uint32_t)h);
+    add_u8(&ihdr, depth);
+    add_u8(&ihdr, type);
+    add_u8(&ihdr, 0);
+    add_u8(&ihdr, 0);
+    add_u8(&ihdr, interlace);
+    png_chunk(&out, "IHDR", ihdr.p, ihdr.len);
+    if (type == 3) {
+        buf plte = { 0 };
+        for (int i = 0; i < (1 << depth); i++) {
+            add_u8(&plte, i * 255 / ((1 << depth) - 1));
+            add_u8(&plte, 255 - i * 13);
+            add_u8(&plte, i * 77);
+        }
+        png_chunk(&out, "PLTE", plte.p, plte.len);
+        free(plte.p);
+    }
+    if (trns) {
+        buf t = { 0 };
+        if (type == 3) {
+            for (int i = 0; i < 3; i++)
+                add_u8(&t, i * 100);
+        } else {
+            for (int c = 0; c < (type == 2 ? 3 : 1); c++) {
+                add_u8(&t, 0);
+                add_u8(&t, sample_at(0, 0, c, depth == 16 ? 255 : (1u << depth) - 1));
+            }
+        }
+        png_chunk(&out, "tRNS", t.p, t.len);
+        free(t.p);
+    }
+    png_chunk(&out, "tEXt", "Comment\0made by gimg's make_corpus", 34);
+    png_chunk(&out, "IDAT", zdata, zlen / 2);
+    png_chunk(&out, "IDAT", zdata + zlen / 2, zlen - zlen / 2);
+    png_chunk(&out, "IEND", NULL, 0);
+    put_image(name, out.p, out.len);
+    free(ihdr.p);
+    free(out.p);
+    free(raw.p);
+    free(zdata);
+}
+
+static void png_files(void)
+{
+    png_file("png-gray1", 13, 5, 0, 1, 0, 0);
+    png_file("png-gray2", 11, 3, 0, 2, 0, 0);
+    png_file("png-gray4-trns", 9, 4, 0, 4, 0, 1);
+    png_file("png-rgb8-trns", 6, 4, 2, 8, 0, 1);
+    png_file("png-rgb16-adam7", 11, 9, 2, 16, 1, 0);
+    png_file("png-gray8-adam7", 3, 2, 0, 8, 1, 0);
+    png_file("png-palette1", 17, 3, 3, 1, 0, 0);
+    png_file("png-palette4-trns", 7, 5, 3, 4, 0, 1);
+    png_file("png-palette8-adam7", 10, 10, 3, 8, 1, 1);
+    png_file("png-graya8", 5, 4, 4, 8, 0, 0);
+    png_file("png-rgba16-adam7", 9, 9, 6, 16, 1, 0);
+}
+
+/* ------------------------------------------ hand-made BMP and TGA */
+
+static void bmp_file(const char *name, int w, int h, int bpp, int top_down)
+{
+    const int colours = bpp <= 8 ? 1 << bpp : 0;
+    const uint32_t row = (uint32_t)((bpp * w + 31) / 32 * 4);
+    const uint32_t offset = 14 + 40 + 4u * (uint32_t)colours;
+    buf b = { 0 };
+    add_str(&b, "BM");
+    add_le32(&b, offset + row * (uint32_t)h);
+    add_le32(&b, 0);
+    add_le32(&b, offset);
+    add_le32(&b, 40);
+    add_le32(&b, (uint32_t)w);
+    add_le32(&b, (uint32_t)(top_down ? -h : h));
+    add_le16(&b, 1);
+    add_le16(&b, (unsigned)bpp);
+    add_le32(&b, 0);                 /* BI_RGB */
+    add_le32(&b, row * (uint32_t)h);
+    add_le32(&b, 2835);
+    add_le32(&b, 2835);
+    add_le32(&b, (uint32_t)colours);
+    add_le32(&b, 0);
+    for (int i = 0; i < colours; i++) {
+        add_u8(&b, i * 255 / (colours - 1));
+        add_u8(&b, 255 - i * 255 / (colours - 1));
+        add_u8(&b, (i * 91) & 255);
+        add_u8(&b, 0);
+    }
+    for (int y = 0; y < h; y++) {
+        size_t start = b.len;
+        if (bpp <= 8) {
+            unsigned acc = 0;
+            int bits = 0;
+            for (int x = 0; x < w; x++) {
+                acc = acc << bpp | sample_at(x, y, 0, (unsigned)colours - 1);
+                if ((bits += bpp) == 8) {
+                    add_u8(&b, acc);
+                    acc = 0;
+                    bits = 0;
+                }
+            }
+            if (bits)
+                add_u8(&b, acc << (8 - bits));
+        } else {
+            for (int x = 0; x < w; x++)
+                for (int c = 0; c < bpp / 8; c++)
+                    add_u8(&b, sample_at(x, y, c, 255));
+        }
+        while (b.len - start < row)
+            add_u8(&b, 0);
+    }
+    put_image(name, b.p, b.len);
+    free(b.p);
+}
+
+/* type 1 colour-mapped, 2 true-colour, 3 gray (all uncompressed). */
+static void tga_file(const char *name, int w, int h, int type, int bpp)
+{
+    const int map = type == 1 ? 16 : 0;
+    buf b = { 0 };
+    add_u8(&b, 3);                   /* image ID length */
+    add_u8(&b, map ? 1 : 0);
+    add_u8(&b, type);
+    add_le16(&b, 0);
+    add_le16(&b, map);
+    add_u8(&b, map ? 24 : 0);
+    add_le16(&b, 0);
+    add_le16(&b, 0);
+    add_le16(&b, w);
+    add_le16(&b, h);
+    add_u8(&b, bpp);
+    add_u8(&b, 0x20 | (bpp == 32 ? 8 : 0));  /* top-left origin; alpha bits */
+    add_str(&b, "ids");
+    for (int i = 0; i < map; i++) {
+        add_u8(&b, i * 16);
+        add_u8(&b, 255 - i * 16);
+        add_u8(&b, i * 5);
+    }
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int c = 0; c < bpp / 8; c++)
+                add_u8(&b, sample_at(x, y, c, map ? (unsigned)map - 1 : 255));
+    put_image(name, b.p, b.len);
+    free(b.p);
+}
+
+/* ------------------------------------------------ hand-made netpbm */
+
+/* A file from a string literal, NUL bytes included. */
+#define text_file(name, literal) put_image(name, literal, sizeof literal - 1)
+
+static void netpbm_files(void)
+{
+    text_file("pbm-plain", "P1\n# a comment\n5 3\n1 0 1 0 1\n0 1 0 1 0\n11111\n");
+    text_file("pgm-plain-maxval1000", "P2 4 2 1000\n0 250 500 1000\n# mid-raster comment\n1 2 3 999\n");
+    text_file("ppm-plain-maxval15", "P3\n2 2\n15\n0 0 0 15 15 15\n1 2 3 4 5 6\n");
+    text_file("pbm-raw", "P4\n# bits\n10 2\n\xA5\xC0\x5A\x40");
+    text_file("pgm-raw-maxval100", "P5\n3 2\n100\n\x00\x32\x64\x01\x02\x03");
+    text_file("pgm-raw-maxval4095", "P5\n2 1\n4095\n\x0f\xff\x08\x00");
+    text_file("pam-blackandwhite",
+              "P7\nWIDTH 3\nHEIGHT 1\nDEPTH 1\nMAXVAL 1\nTUPLTYPE BLACKANDWHITE\nENDHDR\n\x01\x00\x01");
+    text_file("pam-graya-maxval300",
+              "P7\n# comment\nWIDTH 2\nHEIGHT 1\nDEPTH 2\nMAXVAL 300\nTUPLTYPE GRAYSCALE_ALPHA\n"
+              "ENDHDR\n\x00\x01\x01\x2c\x00\x96\x00\x00");
+    text_file("pam-no-tupltype", "P7\nWIDTH 1\nHEIGHT 2\nDEPTH 3\nMAXVAL 255\nENDHDR\nabcdef");
+    /* Big-endian PFM: a positive scale. 1.0f and 0.5f. */
+    text_file("pfm-big-endian", "Pf\n2 1\n1.0\n\x3f\x80\x00\x00\x3f\x00\x00\x00");
+    /* A stream of two images, as netpbm programs concatenate them. */
+    static const char two[] = "P5\n2 1\n255\n\x10\x20\nP6 1 1 255 \x01\x02\x03\n";
+    put("pnm", "stream-two-images", two, sizeof two - 1);
+}
+
+/* ------------------------------------------------- hostile headers */
+
+static void put_hostile(const char *name, const void *data, size_t len)
+{
+    put("hostile", name, data, len);
+    put("decode", name, data, len);
+}
+
+#define hostile_text(name, literal) put_hostile(name, literal, sizeof literal - 1)
+
+/* A PNG whose IHDR claims w x h RGB 8-bit, with a valid but tiny IDAT. */
+static void png_claiming(const char *name, uint32_t w, uint32_t h)
+{
+    buf b = { 0 }, ihdr = { 0 };
+    add(&b, "\x89PNG\r\n\x1a\n", 8);
+    add_be32(&ihdr, w);
+    add_be32(&ihdr, h);
+    add(&ihdr, "\x08\x02\x00\x00\x00", 5);
+    png_chunk(&b, "IHDR", ihdr.p, ihdr.len);
+    static const unsigned char z[] = { 0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01 };
+    png_chunk(&b, "IDAT", z, sizeof z);
+    png_chunk(&b, "IEND", NULL, 0);
+    put_hostile(name, b.p, b.len);
+    free(b.p);
+    free(ihdr.p);
+}
+
+static void bmp_claiming(const char *name, int32_t w, int32_t h)
+{
+    buf b = { 0 };
+    add_str(&b, "BM");
+    add_le32(&b, 70);
+    add_le32(&b, 0);
+    add_le32(&b, 54);
+    add_le32(&b, 40);
+    add_le32(&b, (uint32_t)w);
+    add_le32(&b, (uint32_t)h);
+    add_le16(&b, 1);
+    add_le16(&b, 24);
+    for (int i = 0; i < 6; i++)
+        add_le32(&b, 0);
+    add(&b, "\1\2\3\0\4\5\6\0\7\10\11\0\12\13\14\0", 16);
+    put_hostile(name, b.p, b.len);
+    free(b.p);
+}
+
+static void hostile_files(void)
+{
+    png_claiming("huge-png-60000x60000", 60000, 60000);
+    png_claiming("huge-png-side-20000000x1", 20000000, 1);
+    png_claiming("huge-png-2pow31", 0x80000000u, 1);
+    png_claiming("zero-png-0x0", 0, 0);
+    png_claiming("zero-png-5x0", 5, 0);
+    /* SOF0 of 65535x65535, one component. */
+    hostile_text("huge-jpeg-65535x65535", "\xff\xd8\xff\xc0\x00\x0b\x08\xff\xff\xff\xff\x01"
+                                          "\x01\x11\x00\xff\xd9");
+    hostile_text("zero-jpeg-height", "\xff\xd8\xff\xc0\x00\x0b\x08\x00\x00\x00\x10\x01"
+                                     "\x01\x11\x00\xff\xd9");
+    bmp_claiming("huge-bmp-100000x100000", 100000, 100000);
+    bmp_claiming("zero-bmp-0x4", 0, 4);
+    bmp_claiming("negative-bmp-width", -4, 4);
+    /* TGA true-colour 65535x65535, 24-bit. */
+    hostile_text("huge-tga-65535x65535", "\0\0\2\0\0\0\0\0\0\0\0\0\xff\xff\xff\xff\x18\x20"
+                                         "\1\2\3");
+    hostile_text("huge-hdr-60000x60000", "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 60000 +X 60000\n"
+                                         "\1\1\1\1");
+    hostile_text("zero-hdr-0x5", "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 0 +X 5\n\1\1\1\1");
+    hostile_text("negative-hdr-height", "#?RADIANCE\n\n-Y -3 +X 5\n\1\1\1\1");
+    hostile_text("huge-ppm-60000x60000", "P6\n60000 60000\n255\n\1\2\3");
+    hostile_text("huge-pgm-side-20000000x1", "P5\n20000000 1\n255\n\1");
+    hostile_text("huge-pam-60000x60000", "P7\nWIDTH 60000\nHEIGHT 60000\nDEPTH 4\nMAXVAL 65535\n"
+                                         "ENDHDR\n\1\2");
+    hostile_text("huge-pfm-60000x60000", "PF\n60000 60000\n-1.0\n\1\2\3\4");
+    hostile_text("huge-ppm-digits", "P6\n99999999999999999999 2\n255\n");
+    hostile_text("zero-pgm-0x0", "P5\n0 0\n255\n");
+    hostile_text("zero-pam-width", "P7\nWIDTH 0\nHEIGHT 2\nDEPTH 1\nMAXVAL 255\nENDHDR\n\1\2");
+    hostile_text("zero-pfm-0x1", "Pf\n0 1\n-1.0\n\0\0\0\0");
+    hostile_text("negative-ppm-width", "P6\n-3 2\n255\n\1\2\3\4\5\6");
+}
+
+/* -------------------------------------------- command lines, strings */
+
+static void cli_files(void)
+{
+    /* Pieces are NUL-separated; the first byte picks the spec's shape. */
+    static const struct {
+        const char *name;
+        const char *data;
+        size_t len;
+    } k[] = {
+#define ARGS(name, s) { name, s, sizeof s - 1 }
+        ARGS("plain", "\x00in.png\0out.png"),
+        ARGS("options", "\x00--orient_op\0rot90\0-v\0--device=gpu:1\0in.pam\0-o\0out.png"),
+        ARGS("short-bundle", "\x00-vqF\0-Arot180\0-Bcpu\0-\0-"),
+        ARGS("numbers", "\x01--quality=90\0--png-level\0" "12\0--max-pixels\0" "1000\0--int=-5\0x"),
+        ARGS("double-dash", "\x03--\0-odd\0--flag\0b\0c"),
+        ARGS("batch", "\x22-j\0" "4\0--files-from\0list.txt\0-0\0--fail-fast\0--progress\0-o\0out/\0a\0b"),
+        ARGS("help", "\x00--help\0--version"),
+        ARGS("env-device", "\x40in.png\0gpu:0"),
+        ARGS("format", "\x00-f\0png\0--format=pam\0--double\0" "1.5e3\0in"),
+#undef ARGS
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        put("cli", k[i].name, k[i].data, k[i].len);
+}
+
+#define SEED_FILES(name, seeds, ...) parse_seeds(index++, #name, seeds);
+static void parse_seeds(int index, const char *name, const char *seeds)
+{
+    char file[128], data[512];
+    int n = 0;
+    for (const char *p = seeds; *p; n++) {
+        size_t len = strcspn(p, "\n");
+        data[0] = (char)index;
+        memcpy(data + 1, p, len < sizeof data - 1 ? len : sizeof data - 1);
+        snprintf(file, sizeof file, "%s-%d", name, n);
+        put("parse", file, data, 1 + len);
+        p += len + (p[len] == '\n');
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fputs("usage: make_corpus DIR\n", stderr);
+        return 2;
+    }
+    g_dir = argv[1];
+    if (mkdir(g_dir, 0777) != 0 && errno != EEXIST) {
+        perror(g_dir);
+        return 1;
+    }
+    encoded_files();
+    png_files();
+    bmp_file("bmp-pal1", 13, 3, 1, 0);
+    bmp_file("bmp-pal4", 5, 4, 4, 0);
+    bmp_file("bmp-pal8-topdown", 6, 3, 8, 1);
+    bmp_file("bmp-rgb24-topdown", 3, 5, 24, 1);
+    bmp_file("bmp-rgb32", 4, 2, 32, 0);
+    tga_file("tga-colormap", 5, 3, 1, 8);
+    tga_file("tga-raw-rgb", 4, 3, 2, 24);
+    tga_file("tga-raw-rgba", 3, 2, 2, 32);
+    tga_file("tga-raw-gray", 6, 2, 3, 8);
+    netpbm_files();
+    hostile_files();
+    cli_files();
+    int index = 0;
+    FUZZ_PARSERS(SEED_FILES)
+    return g_failed;
+}

@@ -1,0 +1,339 @@
+/*
+ * gpudiff_hist — the histogram kernel against the CPU, count for count.
+ *
+ * Tolerance: none. Counts are integers and every slot comes from the same
+ * code on both sides (lib/hist_internal.h), so the kernel's counters must
+ * equal the CPU reference's exactly, below/above/NaN included. The device
+ * counters are poisoned before every launch (the launcher must clear
+ * them) and the host copy before every download.
+ *
+ * Cases: seeded random images of awkward sizes (row pitches with and
+ * without padding, lines, a 1x1), every channel count and depth, with and
+ * without luma; the default histogram, a shift-form one, a table-form one
+ * with bins and a range that do not divide evenly, 65536 bins (the
+ * windowed path: several windows with luma); float images with NaN and
+ * infinities; constant images; every forced kernel shape (replicas 32, 16,
+ * 8 and 1); and the public gimg_hist_compute() with --device gpu.
+ *
+ *   gpudiff_hist [--small]     --small: sizes for compute-sanitizer runs
+ */
+#include "gimg.h"
+#include "gimg_hist.h"
+#include "gpu_internal.h"
+#include "hist_internal.h"
+#include "histogram.h"
+#include "testimg.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int g_small;
+static gimg_gpu *g_gpu;
+static const gimg_sample k_samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+
+/* The reference's counters as the kernel lays them out: rows of bins + 3. */
+static unsigned long long *ref_slots(const gimg_hist *h)
+{
+    const int stride = h->bins + GIMG_HIST_EXTRA_SLOTS;
+    unsigned long long *s = malloc(sizeof *s * h->channels * stride);
+    for (int c = 0; c < h->channels; c++) {
+        for (int b = 0; b < h->bins; b++)
+            s[c * stride + b] = h->counts[(size_t)c * h->bins + b];
+        s[c * stride + h->bins + GIMG_HIST_SLOT_BELOW] = h->below[c];
+        s[c * stride + h->bins + GIMG_HIST_SLOT_ABOVE] = h->above[c];
+        s[c * stride + h->bins + GIMG_HIST_SLOT_NAN] = h->nan[c];
+    }
+    return s;
+}
+
+/* Runs the kernel (shape forced unless 0) and compares with the CPU's
+ * counts; large images take the fast CPU backend (itself checked against
+ * the reference by unit_hist), small ones the reference. Returns 1 if it
+ * ran and matched, 0 if the shape does not exist, -1 on a failure. */
+static int check_one(const gimg_image *im, const gimg_hist_params *p, int replicas,
+                     const char *what)
+{
+    gimg_hist ref;
+    uint64_t pixels = (uint64_t)im->width * im->height;
+    gimg_status st = pixels > 1000000 ? gimg_hist_compute_fast(im, p, &ref)
+                                      : gimg_hist_compute_cpu(im, p, &ref);
+    CHECK(st == GIMG_OK, "%s", gimg_last_error());
+    if (st)
+        return -1;
+    gimg_hist_intmap m = {0};
+    if (im->sample != GIMG_F32)
+        CHECK(gimg_hist_intmap_init(im->sample, p, &m) == GIMG_OK);
+    gimg_cuda_hist_map map;
+    gimg_hist_map_for_gpu(im, p, &m, &map);
+    const size_t n = (size_t)ref.channels * (p->bins + GIMG_HIST_EXTRA_SLOTS);
+    unsigned long long *want = ref_slots(&ref), *got = malloc(sizeof *got * n);
+    unsigned long long *d_counts = NULL;
+    uint32_t *d_lut = NULL;
+    gimg_dimage d_img;
+    int result = -1;
+    if (gimg_gpu_image(g_gpu, 0, im->width, im->height, im->channels, im->sample, &d_img) ||
+        gimg_gpu_upload(g_gpu, im, &d_img)) {
+        CHECK(0, "%s", gimg_last_error());
+        goto out;
+    }
+    if (cudaMalloc((void **)&d_counts, sizeof *d_counts * n) ||
+        cudaMemsetAsync(d_counts, 0xA5, sizeof *d_counts * n, g_gpu->stream)) {
+        CHECK(0, "cudaMalloc");
+        goto out;
+    }
+    if (m.lut) {
+        CHECK(cudaMalloc((void **)&d_lut, sizeof *d_lut * m.lut_size) == cudaSuccess);
+        CHECK(cudaMemcpy(d_lut, m.lut, sizeof *d_lut * m.lut_size, cudaMemcpyHostToDevice) ==
+              cudaSuccess);
+        map.d_lut = d_lut;
+    }
+    cudaError_t e = gimg_cuda_hist_shaped(d_img.d_data, d_img.pitch_bytes, im->width,
+                                          im->height, im->channels, (int)im->sample, &map,
+                                          d_counts, replicas, 0, g_gpu->stream);
+    if (e == cudaErrorInvalidValue && replicas) {
+        result = 0;  /* no such shape for this histogram */
+        goto out;
+    }
+    CHECK(e == cudaSuccess, "%s: launch: %s", what, cudaGetErrorString(e));
+    memset(got, 0x5A, sizeof *got * n);
+    e = cudaMemcpyAsync(got, d_counts, sizeof *got * n, cudaMemcpyDeviceToHost, g_gpu->stream);
+    if (!e)
+        e = cudaStreamSynchronize(g_gpu->stream);
+    CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+    size_t bad = 0, first = n;
+    for (size_t i = 0; i < n; i++)
+        if (want[i] != got[i]) {
+            bad++;
+            if (first == n)
+                first = i;
+        }
+    CHECK(bad == 0, "%s: %zu counters differ (first: slot %zu, cpu %llu gpu %llu)", what, bad,
+          first, bad ? want[first] : 0, bad ? got[first] : 0);
+    result = bad == 0 && e == cudaSuccess ? 1 : -1;
+out:
+    cudaFree(d_counts);
+    cudaFree(d_lut);
+    gimg_hist_intmap_free(&m);
+    free(want);
+    free(got);
+    gimg_hist_free(&ref);
+    return result;
+}
+
+/* Sprinkles NaN, infinities and range edges over a float image. */
+static void add_specials(gimg_image *im, uint64_t seed)
+{
+    static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, 1.0f, 0.5f, -0.0f, 2.0f};
+    uint64_t s = seed;
+    size_t per_row = (size_t)im->width * im->channels;
+    size_t k = per_row * im->height / 50 + 1;
+    for (size_t i = 0; i < k; i++) {
+        int y = (int)(testimg_next(&s) % im->height);
+        ((float *)gimg_row(im, y))[testimg_next(&s) % per_row] = specials[i % 8];
+    }
+}
+
+/* Parameter sets per sample type. */
+static int params_for(gimg_sample s, int i, gimg_hist_params *p)
+{
+    static const gimg_hist_params k8[] = {{256, 0, 256, 0}, {32, 0, 256, 0}, {7, 10.5, 200, 0},
+                                          {65536, 0, 256, 0}};
+    static const gimg_hist_params k16[] = {{256, 0, 65536, 0}, {65536, 0, 65536, 0},
+                                           {1001, 300, 60000.5, 0}, {3, 1, 65000, 0}};
+    static const gimg_hist_params kf[] = {{256, 0, 1, 0}, {10, -0.25, 0.75, 0},
+                                          {65536, 0, 1, 0}, {333, 0.1, 0.9, 0}};
+    if (i >= 4)
+        return 0;
+    *p = s == GIMG_U8 ? k8[i] : s == GIMG_U16 ? k16[i] : kf[i];
+    return 1;
+}
+
+static void check_size(int w, int h, int all_params)
+{
+    for (size_t s = 0; s < 3; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            gimg_status st = gimg_image_alloc(&im, w, h, c, k_samples[s]);
+            CHECK(st == GIMG_OK, "alloc: %s", gimg_last_error());
+            if (st)
+                return;
+            testimg_fill_random(&im, (uint64_t)w * 7919 + h * 31 + c * 3 + s);
+            if (k_samples[s] == GIMG_F32)
+                add_specials(&im, w + h + c);
+            gimg_hist_params p;
+            for (int i = 0; params_for(k_samples[s], i, &p); i++) {
+                if (!all_params && i > 0 && i != 3)
+                    continue;
+                /* compute-sanitizer runs: the default and the windowed path. */
+                if (g_small && !all_params && i == 3 && k_samples[s] == GIMG_U8)
+                    continue;
+                for (int luma = 0; luma <= 1; luma++) {
+                    p.luma = luma;
+                    char what[160];
+                    snprintf(what, sizeof what, "%dx%d %d ch %d-bit luma %d, %d bins [%g, %g]",
+                             w, h, c, 8 * (int)k_samples[s], luma, p.bins, p.lo, p.hi);
+                    check_one(&im, &p, 0, what);
+                }
+            }
+            gimg_image_free(&im);
+        }
+}
+
+static void test_tiny_sizes(void)
+{
+    check_size(1, 1, !g_small);
+    check_size(2, 3, !g_small);
+    check_size(17, 5, 1);
+}
+
+static void test_lines(void)
+{
+    check_size(g_small ? 257 : 4099, 1, 0);
+    if (!g_small)
+        check_size(1, 4099, 0);
+}
+
+static void test_awkward_sizes(void)
+{
+    if (g_small) {
+        check_size(61, 47, 0);
+        return;
+    }
+    check_size(1023, 769, 1);
+    check_size(768, 512, 1);  /* rows of whole 16-byte words: one contiguous run */
+    uint64_t state = 2024;
+    for (int i = 0; i < 4; i++)
+        check_size(1 + (int)(testimg_next(&state) % 700), 1 + (int)(testimg_next(&state) % 700),
+                   0);
+}
+
+/* Constant images (one counter takes everything), on every path. */
+static void test_constant(void)
+{
+    int side = g_small ? 40 : 1500;
+    for (size_t s = 0; s < 3; s++)
+        for (int c = 1; c <= 4; c += 1) {
+            gimg_image im;
+            CHECK(gimg_image_alloc(&im, side, side - 3, c, k_samples[s]) == GIMG_OK);
+            for (int y = 0; y < im.height; y++)
+                for (size_t i = 0; i < (size_t)im.width * c; i++) {
+                    unsigned char *row = gimg_row(&im, y);
+                    if (k_samples[s] == GIMG_U8)
+                        row[i] = 200;
+                    else if (k_samples[s] == GIMG_U16)
+                        ((uint16_t *)row)[i] = 51234;
+                    else
+                        ((float *)row)[i] = 0.3f;
+                }
+            gimg_hist_params p;
+            for (int i = 0; params_for(k_samples[s], i, &p); i++) {
+                if (g_small && i != 0 && i != 1)
+                    continue;
+                p.luma = 1;
+                check_one(&im, &p, 0, "constant");
+            }
+            gimg_image_free(&im);
+        }
+}
+
+/* Every kernel shape the benchmark may pick, on one image per layout. */
+static void test_forced_shapes(void)
+{
+    static const int replicas[] = {32, 16, 8, 1};
+    int w = g_small ? 45 : 517, h = g_small ? 13 : 300;
+    for (size_t s = 0; s < 3; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            CHECK(gimg_image_alloc(&im, w, h, c, k_samples[s]) == GIMG_OK);
+            testimg_fill_random(&im, 99 + c);
+            gimg_hist_params p;
+            for (int i = 0; params_for(k_samples[s], i, &p); i++)
+                for (int luma = 0; luma <= 1; luma++)
+                    for (size_t r = 0; r < 4; r++) {
+                        if (g_small && (i > 0 || luma != (c == 3)))
+                            continue;
+                        p.luma = luma;
+                        char what[160];
+                        snprintf(what, sizeof what, "replicas %d: %d ch %d-bit luma %d, %d bins",
+                                 replicas[r], c, 8 * (int)k_samples[s], luma, p.bins);
+                        check_one(&im, &p, replicas[r], what);
+                    }
+            gimg_image_free(&im);
+        }
+}
+
+static void test_large(void)
+{
+    if (g_small)
+        SKIP("--small");
+    for (int c = 1; c <= 4; c++) {
+        gimg_image im;
+        CHECK(gimg_image_alloc(&im, 8192, 8192, c, GIMG_U8) == GIMG_OK);
+        testimg_fill_random(&im, c);
+        gimg_hist_params p = {256, 0, 256, c == 3};
+        check_one(&im, &p, 0, "8192x8192 8-bit");
+        gimg_image_free(&im);
+    }
+    gimg_image im;
+    CHECK(gimg_image_alloc(&im, 4096, 4096, 1, GIMG_U16) == GIMG_OK);
+    testimg_fill_random(&im, 16);
+    gimg_hist_params p = {65536, 0, 65536, 0};
+    check_one(&im, &p, 0, "4096x4096 16-bit, 65536 bins");
+    gimg_image_free(&im);
+}
+
+/* The path the tools and gstats take: gimg_hist_compute with --device gpu. */
+static void test_public_path(void)
+{
+    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    for (size_t s = 0; s < 3; s++) {
+        gimg_image im;
+        CHECK(gimg_image_alloc(&im, 333, 222, 3, k_samples[s]) == GIMG_OK);
+        testimg_fill_random(&im, 7 + s);
+        gimg_hist_params p;
+        for (int i = 0; params_for(k_samples[s], i, &p); i++) {
+            p.luma = i % 2;
+            gimg_hist ref, got;
+            CHECK(gimg_hist_compute_cpu(&im, &p, &ref) == GIMG_OK);
+            memset(&got, 0x5A, sizeof got);
+            gimg_status st = gimg_hist_compute(ctx, &im, &p, &got);
+            CHECK(st == GIMG_OK, "%s", gimg_last_error());
+            if (!st) {
+                CHECK(got.channels == ref.channels && got.bins == ref.bins &&
+                      got.lo == ref.lo && got.hi == ref.hi);
+                CHECK(!memcmp(got.counts, ref.counts,
+                              sizeof *ref.counts * ref.channels * ref.bins) &&
+                          !memcmp(got.below, ref.below, sizeof ref.below[0] * ref.channels) &&
+                          !memcmp(got.above, ref.above, sizeof ref.above[0] * ref.channels) &&
+                          !memcmp(got.nan, ref.nan, sizeof ref.nan[0] * ref.channels),
+                      "%d-bit, %d bins: gimg_hist_compute differs", 8 * (int)k_samples[s],
+                      p.bins);
+                gimg_hist_free(&got);
+            }
+            gimg_hist_free(&ref);
+        }
+        gimg_image_free(&im);
+    }
+    gimg_ctx_close(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    g_small = argc > 1 && !strcmp(argv[1], "--small");
+    if (gimg_gpu_open(0, &g_gpu) != GIMG_OK) {
+        printf("SKIP: gpudiff_hist: %s\n", gimg_last_error());
+        return 77;
+    }
+    RUN(test_tiny_sizes);
+    RUN(test_lines);
+    RUN(test_awkward_sizes);
+    RUN(test_constant);
+    RUN(test_forced_shapes);
+    RUN(test_large);
+    RUN(test_public_path);
+    gimg_gpu_close(g_gpu);
+    return check_summary();
+}

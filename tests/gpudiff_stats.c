@@ -1,0 +1,344 @@
+/*
+ * gpudiff_stats — the statistics and comparison reductions on the GPU
+ * against the CPU reference.
+ *
+ * Tolerance rule: 8/16-bit results are exact integers, so the raw sums
+ * (gimg_moments, gimg_diff_sums) must equal the reference's byte for byte,
+ * and so must the statistics derived from them. Float: counts, NaN and
+ * infinity counts, min, max and max |d| exactly; sums within 1e-12 of the
+ * sum of magnitudes (the GPU adds in another fixed order); and the GPU must
+ * repeat its own doubles bit for bit from run to run. The device result and
+ * the partials are poisoned before every launch (the counter that finds the
+ * last block is left zeroed, as the kernels leave it), so a field the
+ * kernel failed to write, or a partial read before it was written, shows.
+ * The last checks run the public gimg_stats_compute()/gimg_compare() with
+ * --device gpu (moments and the exact histogram from one upload), a region
+ * included.
+ *
+ *   gpudiff_stats [--small]     --small: sizes for compute-sanitizer runs
+ */
+#include "gimg.h"
+#include "gpu_internal.h"
+#include "stats_internal.h"
+#include "stats.h"
+#include "testimg.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static int g_small;
+static gimg_gpu *g_gpu;
+static unsigned char *g_scratch; /* scratch, then 512 bytes of result */
+
+static const gimg_sample k_samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+
+/* Seeded random samples; float images get NaN, infinities and negatives. */
+static void fill(gimg_image *im, uint64_t seed)
+{
+    testimg_fill_random(im, seed);
+    if (im->sample != GIMG_F32)
+        return;
+    uint64_t state = seed ^ 0x5eed;
+    for (int y = 0; y < im->height; y++) {
+        float *row = (float *)gimg_row(im, y);
+        for (int i = 0; i < im->width * im->channels; i++) {
+            uint64_t r = testimg_next(&state) % 64;
+            row[i] = r == 0 ? NAN : r == 1 ? INFINITY : r == 2 ? -INFINITY
+                   : r < 8 ? -row[i] * 100 : row[i];
+        }
+    }
+}
+
+static double magnitude_sum(const gimg_image *im, int c, int squares)
+{
+    double s = 0;
+    for (int y = 0; y < im->height; y++) {
+        const float *row = (const float *)gimg_row(im, y);
+        for (int x = 0; x < im->width; x++) {
+            float v = row[x * im->channels + c];
+            if (isfinite(v))
+                s += squares ? (double)v * v : fabs(v);
+        }
+    }
+    return s;
+}
+
+static int close_to(double got, double want, double scale)
+{
+    return fabs(got - want) <= 1e-12 * scale;
+}
+
+static gimg_status upload(const gimg_image *im, int slot, gimg_dimage *d)
+{
+    gimg_status st = gimg_gpu_image(g_gpu, slot, im->width, im->height, im->channels,
+                                    im->sample, d);
+    return st ? st : gimg_gpu_upload(g_gpu, im, d);
+}
+
+static cudaError_t poison(size_t out_bytes)
+{
+    size_t scratch = gimg_cuda_stats_scratch_bytes();
+    cudaError_t e = cudaMemsetAsync(g_scratch + 256, 0xA5, scratch - 256, g_gpu->stream);
+    return e ? e : cudaMemsetAsync(g_scratch + scratch, 0xA5, out_bytes, g_gpu->stream);
+}
+
+static gimg_status fetch(void *host, size_t bytes)
+{
+    memset(host, 0x5A, bytes);
+    GIMG_CUDA(cudaMemcpyAsync(host, g_scratch + gimg_cuda_stats_scratch_bytes(), bytes,
+                              cudaMemcpyDeviceToHost, g_gpu->stream));
+    GIMG_CUDA(cudaStreamSynchronize(g_gpu->stream));
+    return GIMG_OK;
+}
+
+static gimg_status run_moments(const gimg_image *im, gimg_moments *m)
+{
+    gimg_dimage d;
+    gimg_status st = upload(im, 0, &d);
+    if (st)
+        return st;
+    GIMG_CUDA(poison(sizeof *m));
+    GIMG_CUDA(gimg_cuda_moments(d.d_data, d.pitch_bytes, im->width, im->height, im->channels,
+                                (int)im->sample, g_scratch,
+                                (gimg_moments *)(g_scratch + gimg_cuda_stats_scratch_bytes()), 0,
+                                g_gpu->stream));
+    return fetch(m, sizeof *m);
+}
+
+static gimg_status run_diff(const gimg_image *a, const gimg_image *b, gimg_diff_sums *out)
+{
+    gimg_dimage da, db;
+    gimg_status st;
+    if ((st = upload(a, 0, &da)) || (st = upload(b, 1, &db)))
+        return st;
+    GIMG_CUDA(poison(sizeof *out));
+    GIMG_CUDA(gimg_cuda_diff(da.d_data, da.pitch_bytes, db.d_data, db.pitch_bytes, a->width,
+                             a->height, a->channels, (int)a->sample, g_scratch,
+                             (gimg_diff_sums *)(g_scratch + gimg_cuda_stats_scratch_bytes()), 0,
+                             g_gpu->stream));
+    return fetch(out, sizeof *out);
+}
+
+static void check_moments(const gimg_image *im, const char *what)
+{
+    gimg_moments ref, got, again;
+    gimg_moments_ref(im, &ref);
+    gimg_status st = run_moments(im, &got);
+    CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+    if (st)
+        return;
+    if (im->sample != GIMG_F32) {
+        CHECK(memcmp(&ref, &got, sizeof ref) == 0, "%s: moments differ (sum %llu vs %llu, "
+              "sumsq %llu vs %llu, min %g vs %g, max %g vs %g, count %llu vs %llu)", what,
+              (unsigned long long)ref.isum[0], (unsigned long long)got.isum[0],
+              (unsigned long long)ref.isumsq[0], (unsigned long long)got.isumsq[0], ref.min[0],
+              got.min[0], ref.max[0], got.max[0], (unsigned long long)ref.count[0],
+              (unsigned long long)got.count[0]);
+        return;
+    }
+    for (int c = 0; c < 4; c++) {
+        CHECK(ref.count[c] == got.count[c] && ref.nan[c] == got.nan[c] && ref.inf[c] == got.inf[c],
+              "%s ch %d: counts %llu/%llu/%llu vs %llu/%llu/%llu", what, c,
+              (unsigned long long)got.count[c], (unsigned long long)got.nan[c],
+              (unsigned long long)got.inf[c], (unsigned long long)ref.count[c],
+              (unsigned long long)ref.nan[c], (unsigned long long)ref.inf[c]);
+        CHECK(ref.min[c] == got.min[c] && ref.max[c] == got.max[c] && got.isum[c] == 0 &&
+                  got.isumsq[c] == 0, "%s ch %d: min %g vs %g, max %g vs %g", what, c,
+              got.min[c], ref.min[c], got.max[c], ref.max[c]);
+        double mag = c < im->channels ? magnitude_sum(im, c, 0) : 0;
+        double sq = c < im->channels ? magnitude_sum(im, c, 1) : 0;
+        CHECK(close_to(got.fsum[c], ref.fsum[c], mag) && close_to(got.fsumsq[c], ref.fsumsq[c], sq),
+              "%s ch %d: sums %.17g %.17g vs %.17g %.17g", what, c, got.fsum[c], got.fsumsq[c],
+              ref.fsum[c], ref.fsumsq[c]);
+    }
+    CHECK(run_moments(im, &again) == GIMG_OK && memcmp(&got, &again, sizeof got) == 0,
+          "%s: a second run gives other doubles", what);
+}
+
+static void check_diff(const gimg_image *a, const gimg_image *b, const char *what)
+{
+    gimg_diff_sums ref, got;
+    gimg_diff_sums_ref(a, b, &ref);
+    gimg_status st = run_diff(a, b, &got);
+    CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+    if (st)
+        return;
+    if (a->sample != GIMG_F32) {
+        CHECK(memcmp(&ref, &got, sizeof ref) == 0, "%s: diff sums differ (differing %llu vs %llu, "
+              "abs %llu vs %llu, sq %llu vs %llu, max %g vs %g)", what,
+              (unsigned long long)got.differing[0], (unsigned long long)ref.differing[0],
+              (unsigned long long)got.isum_abs[0], (unsigned long long)ref.isum_abs[0],
+              (unsigned long long)got.isum_sq[0], (unsigned long long)ref.isum_sq[0],
+              got.max_abs[0], ref.max_abs[0]);
+        return;
+    }
+    for (int c = 0; c < 4; c++) {
+        CHECK(ref.count[c] == got.count[c] && ref.differing[c] == got.differing[c] &&
+                  ref.max_abs[c] == got.max_abs[c],
+              "%s ch %d: count %llu vs %llu, differing %llu vs %llu, max %g vs %g", what, c,
+              (unsigned long long)got.count[c], (unsigned long long)ref.count[c],
+              (unsigned long long)got.differing[c], (unsigned long long)ref.differing[c],
+              got.max_abs[c], ref.max_abs[c]);
+        CHECK(close_to(got.fsum_abs[c], ref.fsum_abs[c], ref.fsum_abs[c]) &&
+                  close_to(got.fsum_sq[c], ref.fsum_sq[c], ref.fsum_sq[c]),
+              "%s ch %d: sums %.17g %.17g vs %.17g %.17g", what, c, got.fsum_abs[c],
+              got.fsum_sq[c], ref.fsum_abs[c], ref.fsum_sq[c]);
+    }
+}
+
+static void check_size(int w, int h)
+{
+    char what[64];
+    for (size_t s = 0; s < 3; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image a, b;
+            if (gimg_image_alloc(&a, w, h, c, k_samples[s]) ||
+                gimg_image_alloc(&b, w, h, c, k_samples[s])) {
+                CHECK(0, "alloc: %s", gimg_last_error());
+                return;
+            }
+            const uint64_t seed = (uint64_t)w * 7919 + h * 31 + c * 3 + s;
+            fill(&a, seed);
+            fill(&b, seed + 1);
+            snprintf(what, sizeof what, "%dx%d c%d %d-bit", w, h, c, 8 * (int)k_samples[s]);
+            check_moments(&a, what);
+            check_diff(&a, &b, what);
+            gimg_image_free(&a);
+            gimg_image_free(&b);
+        }
+}
+
+static void test_tiny_sizes(void)
+{
+    check_size(1, 1);
+    check_size(2, 3);
+    check_size(17, 5);
+    check_size(5, 1);
+}
+
+static void test_lines(void)
+{
+    check_size(g_small ? 257 : 4097, 1);
+    check_size(1, g_small ? 257 : 4097);
+}
+
+static void test_awkward_sizes(void)
+{
+    if (g_small) {
+        check_size(61, 47);
+        check_size(130, 97);
+        return;
+    }
+    check_size(1023, 769);
+    check_size(769, 1023);
+    uint64_t state = 2025;
+    for (int i = 0; i < 6; i++)
+        check_size(1 + (int)(testimg_next(&state) % 900), 1 + (int)(testimg_next(&state) % 700));
+}
+
+static void test_extremes(void)
+{
+    /* All maxima: the sums at their largest per sample; all zeros. */
+    for (size_t s = 0; s < 2; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            CHECK(gimg_image_alloc(&im, g_small ? 99 : 2999, g_small ? 7 : 701, c, k_samples[s]) == GIMG_OK,
+                  "alloc");
+            for (int v = 0; v < 2; v++) {
+                memset(im.data, v ? 0xff : 0, im.stride_bytes * (size_t)im.height);
+                check_moments(&im, v ? "all maxima" : "all zeros");
+            }
+            gimg_image_free(&im);
+        }
+}
+
+static void test_large(void)
+{
+    if (g_small)
+        SKIP("--small");
+    check_size(8192, 4096);
+}
+
+/* The tools' path: --device gpu, order statistics included, and a region. */
+static void test_public_path(void)
+{
+    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    gimg_stats_opts o = {.order = 1, .n_percentiles = 2};
+    gimg_parse_percentile("t", "1", &o.percentiles[0]);
+    gimg_parse_percentile("t", "99.9", &o.percentiles[1]);
+    for (size_t s = 0; s < 3; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im, im2, view, view2;
+            CHECK(gimg_image_alloc(&im, 333, 222, c, k_samples[s]) == GIMG_OK, "alloc");
+            CHECK(gimg_image_alloc(&im2, 333, 222, c, k_samples[s]) == GIMG_OK, "alloc");
+            fill(&im, 7 + c);
+            fill(&im2, 8 + c);
+            gimg_region r = {200, 100, 33, 17};
+            gimg_image_view(&im, &r, &view);
+            gimg_image_view(&im2, &r, &view2);
+            const gimg_image *ims[2] = {&im, &view};
+            for (int k = 0; k < 2; k++) {
+                gimg_stats ref, got;
+                CHECK(gimg_stats_compute_cpu(ims[k], &o, &ref) == GIMG_OK, "%s", gimg_last_error());
+                gimg_status st = gimg_stats_compute(ctx, ims[k], &o, &got);
+                CHECK(st == GIMG_OK, "%s", gimg_last_error());
+                if (st)
+                    continue;
+                if (k_samples[s] != GIMG_F32) {
+                    CHECK(memcmp(&ref, &got, sizeof ref) == 0,
+                          "c%d %d-bit %s: statistics differ", c, 8 * (int)k_samples[s],
+                          k ? "region" : "whole");
+                } else {
+                    for (int ch = 0; ch <= c; ch++)
+                        CHECK(ref.ch[ch].count == got.ch[ch].count &&
+                                  ref.ch[ch].median == got.ch[ch].median &&
+                                  ref.ch[ch].percentile[1] == got.ch[ch].percentile[1] &&
+                                  ref.ch[ch].entropy == got.ch[ch].entropy &&
+                                  fabs(ref.ch[ch].mean - got.ch[ch].mean) <=
+                                      1e-12 * fabs(ref.ch[ch].mean) + 1e-12,
+                              "float c%d ch %d: mean %.17g vs %.17g", c, ch, got.ch[ch].mean,
+                              ref.ch[ch].mean);
+                }
+            }
+            gimg_diff dref, dgot;
+            CHECK(gimg_compare_cpu(&view, &view2, &dref) == GIMG_OK, "%s", gimg_last_error());
+            CHECK(gimg_compare(ctx, &view, &view2, &dgot) == GIMG_OK, "%s", gimg_last_error());
+            if (k_samples[s] != GIMG_F32)
+                CHECK(memcmp(&dref, &dgot, sizeof dref) == 0, "c%d %d-bit: comparison differs", c,
+                      8 * (int)k_samples[s]);
+            else
+                CHECK(dref.ch[c].differing == dgot.ch[c].differing &&
+                          fabs(dref.ch[c].mse - dgot.ch[c].mse) <= 1e-12 * dref.ch[c].mse,
+                      "float c%d: comparison differs", c);
+            gimg_image_free(&im);
+            gimg_image_free(&im2);
+        }
+    gimg_ctx_close(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    g_small = argc > 1 && !strcmp(argv[1], "--small");
+    if (gimg_gpu_open(0, &g_gpu) != GIMG_OK) {
+        printf("SKIP: gpudiff_stats: %s\n", gimg_last_error());
+        return 77;
+    }
+    size_t bytes = gimg_cuda_stats_scratch_bytes() + 512;
+    if (cudaMalloc((void **)&g_scratch, bytes) != cudaSuccess ||
+        cudaMemset(g_scratch, 0, bytes) != cudaSuccess) {
+        printf("FAIL: setup: no device scratch\n");
+        return 1;
+    }
+    RUN(test_tiny_sizes);
+    RUN(test_lines);
+    RUN(test_awkward_sizes);
+    RUN(test_extremes);
+    RUN(test_large);
+    RUN(test_public_path);
+    cudaFree(g_scratch);
+    gimg_gpu_close(g_gpu);
+    return check_summary();
+}
