@@ -3,16 +3,16 @@
  * the GPU, with identical results.
  *
  *   gconv -k SPEC [-k SPEC...] [options] INPUT [OUTPUT]       see gconv(1)
+ *   gconv -k SPEC [-k SPEC...] [options] -o DIR/|PATTERN INPUT...
  *
  * Exit status: 0 success, 1 runtime error, 2 usage error (kernel
  * specifications included, checked before the input is read).
  */
-#include "cli.h"
+#include "driver.h"
 #include "gimg_conv.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define TOOL "gconv"
 #define MAX_KERNELS 64
@@ -89,55 +89,11 @@ static gimg_status handle_option(void *user, int key, const char *arg)
     return st;
 }
 
-/* Read, convolve, write. Returns the exit status; prints its own errors. */
-static int run(const gimg_cli_common *c, const settings *s, gimg_ctx *ctx)
+/* One image (the driver reads, writes and runs many; ctx picks the device). */
+static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gimg_image *out)
 {
-    const char *in_name = gimg_cli_name(c->input, 0);
-    const char *out_name = gimg_cli_name(c->output, 1);
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    gimg_image in = {0}, out = {0};
-
-    double t0 = gimg_now_ms();
-    gimg_status st = gimg_slurp(c->input, &buf, &len);
-    if (st)
-        return gimg_cli_error(TOOL, in_name, st);
-    gimg_info info;
-    size_t bytes;
-    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
-        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
-            GIMG_OK)
-        gimg_ctx_prepare(ctx, bytes);
-    st = gimg_decode_memory(buf, len, &in);
-    gimg_slurp_free(buf, len);
-    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
-    if (st)
-        return gimg_cli_error(TOOL, in_name, st);
-    if (c->verbose) {
-        fprintf(stderr, "%s: %s: %dx%d, %d channels, %d-bit%s\n", TOOL, in_name, in.width,
-                in.height, in.channels, 8 * (int)in.sample, in.sample == GIMG_F32 ? " float" : "");
-        for (int i = 0; i < s->opts.n_kernels; i++) {
-            const gimg_kernel *k = &s->opts.kernels[i];
-            fprintf(stderr, "%s: kernel %d: %s, %dx%d, %s\n", TOOL, i + 1, k->name, k->width,
-                    k->height, k->kind == GIMG_KERNEL_SEPARABLE ? "separable"
-                               : k->kind == GIMG_KERNEL_MAGNITUDE ? "gradient magnitude" : "dense");
-        }
-    }
-
-    t0 = gimg_now_ms();
-    st = gimg_conv(ctx, &in, &s->opts, &out);
-    gimg_ctx_add_time(ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
-    gimg_image_free(&in);
-    if (st)
-        return gimg_cli_error(TOOL, NULL, st);
-
-    t0 = gimg_now_ms();
-    st = gimg_write(c->output, &out, &c->write);
-    gimg_ctx_add_time(ctx, GIMG_T_ENCODE, gimg_now_ms() - t0);
-    gimg_image_free(&out);
-    if (st)
-        return gimg_cli_error(TOOL, out_name, st);
-    return 0;
+    const settings *s = user;
+    return gimg_conv(ctx, in, &s->opts, out);
 }
 
 int main(int argc, char **argv)
@@ -150,12 +106,15 @@ int main(int argc, char **argv)
         .options = k_options,
         .handle = handle_option,
         .user = &s,
+        .with = GIMG_CLI_WITH_BATCH,
         .epilogue =
             "Named kernels: box:R, gaussian:SIGMA[:RADIUS], sharpen, unsharp:SIGMA[:AMOUNT],\n"
             "laplacian, log:SIGMA, emboss, edge, sobel-x, sobel-y, scharr-x, scharr-y,\n"
             "prewitt-x, prewitt-y, and sobel, scharr, prewitt (gradient magnitude).\n"
             "INPUT and OUTPUT may be '-' for standard input and output; without\n"
-            "OUTPUT or -o the image goes to standard output.",
+            "OUTPUT or -o the image goes to standard output. A PNM/PAM stream on\n"
+            "standard input is convolved image by image. With -o DIR/ or -o\n"
+            "PATTERN, every operand is an input: see gimg(7).",
     };
     gimg_cli_common c;
     int rc = gimg_cli_done(&spec, &c, gimg_cli_parse(&spec, argc, argv, &c));
@@ -178,27 +137,17 @@ int main(int argc, char **argv)
     s.opts.kernels = kernels;
     s.opts.n_kernels = s.n_specs;
 
-    rc = 0;
-    if (strcmp(c.output, "-") == 0 && isatty(STDOUT_FILENO))
-        rc = gimg_cli_error(TOOL, NULL,
-                            gimg_fail(GIMG_E_USAGE, "refusing to write image data to a "
-                                                    "terminal (give OUTPUT or redirect)"));
-    gimg_ctx *ctx = NULL;
-    if (!rc) {
-        gimg_install_signal_cleanup();
-        gimg_status st = gimg_ctx_open(&c.device, c.verbose, &ctx);
-        if (st)
-            rc = gimg_cli_error(TOOL, NULL, st);
-    }
-    if (!rc) {
-        rc = run(&c, &s, ctx);
-        if (rc == 0 && c.verbose)
-            gimg_ctx_report(ctx, stderr, TOOL);
-    }
-    gimg_ctx_close(ctx);
+    if (c.verbose)
+        for (int i = 0; i < s.opts.n_kernels; i++) {
+            const gimg_kernel *k = &kernels[i];
+            fprintf(stderr, "%s: kernel %d: %s, %dx%d, %s\n", TOOL, i + 1, k->name, k->width,
+                    k->height, k->kind == GIMG_KERNEL_SEPARABLE ? "separable"
+                               : k->kind == GIMG_KERNEL_MAGNITUDE ? "gradient magnitude" : "dense");
+        }
+    gimg_install_signal_cleanup();
+    const gimg_driver driver = {.tool = TOOL, .transform = transform, .user = &s};
+    rc = gimg_drive(&driver, &c);
     for (int i = 0; i < s.n_specs; i++)
         gimg_kernel_free(&kernels[i]);
-    if (rc)
-        return rc;
-    return gimg_cli_close_stdout(TOOL);
+    return rc;
 }

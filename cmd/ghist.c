@@ -8,7 +8,7 @@
  * reported), 2 usage error.
  */
 #include "batch.h"
-#include "cli.h"
+#include "driver.h"
 #include "gimg_hist.h"
 #include "report.h"
 
@@ -288,25 +288,6 @@ static void print_json(const settings *s, const char *name, const gimg_hist *h,
 
 /* ----------------------------------------------------------------- work */
 
-static gimg_status load(gimg_ctx *ctx, const char *path, gimg_image *im)
-{
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    double t0 = gimg_now_ms();
-    gimg_status st = gimg_slurp(path, &buf, &len);
-    if (st)
-        return st;
-    gimg_info info;
-    size_t bytes;
-    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
-        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
-            GIMG_OK)
-        gimg_ctx_prepare(ctx, bytes);
-    st = gimg_decode_memory(buf, len, im);
-    gimg_slurp_free(buf, len);
-    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
-    return st;
-}
 
 typedef struct {
     const settings *s;
@@ -315,7 +296,30 @@ typedef struct {
     int n_inputs;
     char **plots, **equalized;  /* per input, or NULL */
     int csv_header_done;
+    selection csv_columns;      /* the channels the CSV header names */
 } job;
+
+/* The channel names of sel, comma-separated, in buf. */
+static const char *join_names(const selection *sel, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < sel->n && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", k ? "," : "", sel->name[k]);
+    return buf;
+}
+
+/* Whether sel names the same channels, in the same order, as the CSV
+ * header already printed. */
+static int same_columns(const selection *a, const selection *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (int k = 0; k < a->n; k++)
+        if (strcmp(a->name[k], b->name[k]))
+            return 0;
+    return 1;
+}
 
 /* One input: count, print, plot, or equalize. Prints its own error;
  * returns 1 on failure. */
@@ -329,7 +333,7 @@ static int one_input(job *j, int i)
     selection sel;
     double *v = NULL;
     const char *failed_on = name;
-    gimg_status st = load(j->ctx, path, &im);
+    gimg_status st = gimg_ctx_read(j->ctx, path, &im);
     if (!st && s->equalize) {
         double t0 = gimg_now_ms();
         st = gimg_hist_equalize(j->ctx, &im, s->luma, &eq);
@@ -361,6 +365,17 @@ static int one_input(job *j, int i)
     }
     if (!st)
         st = select_channels(s, im.channels, &h, &sel);
+    /* One CSV, one header: an input whose channels are not the header's
+     * would give rows of other columns. */
+    if (!st && s->csv && !s->equalize && j->csv_header_done &&
+        !same_columns(&sel, &j->csv_columns)) {
+        char mine[64], header[64];
+        st = gimg_fail(GIMG_E_FORMAT, "its channels (%s) are not the CSV header's (%s): "
+                                      "select common ones with -c (luma: any image), or use "
+                                      "--json",
+                       join_names(&sel, mine, sizeof mine),
+                       join_names(&j->csv_columns, header, sizeof header));
+    }
     const double pixels = (double)im.width * im.height;
     if (!st && !s->equalize) {
         if (!(v = values(s, &h, &sel, pixels)))
@@ -369,6 +384,8 @@ static int one_input(job *j, int i)
             print_json(s, name, &h, &sel, v);
         else if (s->csv) {
             print_csv(s, name, j->n_inputs > 1, &h, &sel, v, !j->csv_header_done);
+            if (!j->csv_header_done)
+                j->csv_columns = sel;
             j->csv_header_done = 1;
         } else {
             if (i > 0)

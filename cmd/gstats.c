@@ -9,7 +9,7 @@
  * differ), 1 when any input failed (the others are still reported), 2 usage
  * error.
  */
-#include "cli.h"
+#include "driver.h"
 #include "gimg_stats.h"
 #include "report.h"
 
@@ -494,26 +494,6 @@ static void print_bare(const settings *s, const report *r)
 
 /* --------------------------------------------------------------- work */
 
-/* Reads path, letting CUDA start while the pixels decode. */
-static gimg_status load(gimg_ctx *ctx, const char *path, gimg_image *im)
-{
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    double t0 = gimg_now_ms();
-    gimg_status st = gimg_slurp(path, &buf, &len);
-    if (st)
-        return st;
-    gimg_info info;
-    size_t bytes;
-    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
-        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
-            GIMG_OK)
-        gimg_ctx_prepare(ctx, bytes);
-    st = gimg_decode_memory(buf, len, im);
-    gimg_slurp_free(buf, len);
-    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
-    return st;
-}
 
 /* The rectangle measured: --region clipped, or the whole image. */
 static gimg_status measured(const settings *s, const gimg_image *im, gimg_region *r,
@@ -556,7 +536,7 @@ static int one_input(const settings *s, gimg_ctx *ctx, const char *path, const g
     gimg_stats stats;
     gimg_diff diff;
     report r = {.name = name, .im = &im};
-    gimg_status st = load(ctx, path, &im);
+    gimg_status st = gimg_ctx_read(ctx, path, &im);
     if (!st && ref && (im.width != ref->width || im.height != ref->height))
         st = gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference %s (%dx%d)",
                        im.width, im.height, gimg_cli_name(s->reference, 0), ref->width,
@@ -637,7 +617,7 @@ int main(int argc, char **argv)
     if ((st = gimg_ctx_open(&c.device, c.verbose, &ctx)))
         return gimg_cli_error(TOOL, NULL, st);
     gimg_image ref = {0};
-    if (s.reference && (st = load(ctx, s.reference, &ref))) {
+    if (s.reference && (st = gimg_ctx_read(ctx, s.reference, &ref))) {
         gimg_cli_error(TOOL, gimg_cli_name(s.reference, 0), st);
         gimg_ctx_close(ctx);
         return 1;

@@ -26,31 +26,32 @@
  *    of it, 11.6 ms). Separable radius 5: 22 FMAs per sample plus the row
  *    pass's halo rows, memory-bound like 3x3.
  *
- * Measured (bench_conv, H100 80GB HBM3, third version below):
+ * Measured (bench_conv, H100 80GB HBM3; versions 1-3 in the older
+ * planar design below, 4-5 the interleaved paths):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
- *     3x3          1.328    303   0.11     2728    4.1   0.357   0.27x
- *     5x5          1.596    252   0.09     6308    9.4   0.611   0.38x
- *     11x11        2.486    162   0.06    19601   29.3   4.515   1.82x
- *     31x31       12.880     31   0.01    30043   44.9  33.395   2.59x
- *     gauss r5     1.190    338   0.12     7442   11.1   1.615   1.36x  (fused)
- *     gauss r15    3.929    102   0.04     6354    9.5   2.977   0.76x  (two passes)
- * The large dense kernels are close to their targets; the memory-bound
- * ones are far from theirs. Versions: (1) 2 rows x 8 pixels a thread,
- * taps shared by the 2 rows, scalar shared reads for the tail taps: 3x3
- * 1.41 ms, 31x31 20.2 ms (28.7%) — the tail's scalar reads were 8-way bank
- * conflicts and the row pass of the fused separable kernel 2-way. (2)
- * swizzled shared rows and 16-byte reads everywhere, 4 rows a thread
- * reusing each loaded row for 4 tap rows: 31x31 13.9 ms (41.5%), 11x11
- * 2.0x NPP; 3x3 0.93 ms. (3) a loader with 16 loads in flight per lane and
- * registers capped for 4 blocks per SM: 31x31 12.9 ms (44.9%), 3x3 no
- * better (1.33 ms), so the small kernels are not latency-bound on loads.
- * What is left, by count: every sample costs about 80 instructions outside
- * the FMAs (byte loads with 64-bit addressing, the division by the channel
- * count, the plane split, staging the results back through shared memory
- * with 8-way conflicts, one-byte stores), against about 23 that copy speed
- * allows. The next version should load and store 4 samples a lane per
- * instruction, keep the interleaved layout for the 3x3/5x5 path, and skip
- * the staging; not done for lack of device time.
+ *     3x3          0.354   1136   0.39    10224   15.3   0.357   1.01x
+ *     5x5          0.495    813   0.28    20325   30.4   0.581   1.17x
+ *     11x11        2.495    161   0.06    19527   29.2   4.527   1.81x
+ *     31x31       12.900     31   0.01    29996   44.8  33.397   2.59x
+ *     gauss r5     0.828    486   0.17    10699   16.0   1.611   1.95x  (fused)
+ *     gauss r15    2.775    145   0.05     8996   13.4   2.982   1.07x  (fused)
+ * Short of the targets (3x3 at 60% of a copy and 2x NPP everywhere, 50%
+ * of the FMA peak for large kernels). Versions: (1) planar tiles, 2 rows x
+ * 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows,
+ * 16-byte reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more
+ * loads in flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels were
+ * held back by about 80 instructions a sample outside the FMAs (byte
+ * loads, the plane split, staging through shared memory). (4) interleaved
+ * tiles for odd kernels up to 7 wide and for the separable pass (below):
+ * 3x3 0.36 ms, 5x5 0.50, gauss r5 0.94, r15 3.27 (now fused, beating two
+ * passes' 3.9). (5) 16-byte loads for 8-bit, registers capped for six
+ * blocks per SM: r5 0.83, r15 2.74, 3x3 unchanged. The 5x5 minus 3x3 time
+ * runs at 88% of the FMA peak, so the small kernels are not arithmetic-
+ * bound: about 0.3 ms of load, convert and store do not overlap the FMAs
+ * (each block loads, then computes, then stores). The next step is to
+ * prefetch the next tile's rows into registers while computing this one
+ * (a block walking down a column of tiles), and to move 11x11 and larger
+ * kernels onto the interleaved layout with a kx-chunked register window.
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
@@ -63,6 +64,10 @@
  *    contiguous floats as 16-byte words (rows swizzled so that those reads
  *    are conflict-free). The border is handled only here, while loading;
  *    interior tiles (the vast majority) skip the index mapping entirely.
+ *  - Odd kernels up to 7 wide (the memory-bound sizes) and the separable
+ *    pass work on interleaved rows instead (see "interleaved row tiles"
+ *    below): no plane split, one 4-, 8- or 16-byte load or store a lane.
+ *    What follows describes the planar path that serves the other sizes.
  *  - Register blocking: each thread computes 8 consecutive pixels of one
  *    channel on 4 consecutive rows. Each shared row it loads (16 floats per
  *    8 taps) serves the 4 rows' different tap rows, and each value up to 8
@@ -72,12 +77,12 @@
  *  - Results are staged back through shared memory and stored as whole
  *    interleaved rows (coalesced), converted on the way.
  *  - Separable kernels: one kernel loads the tile with its halo, runs the
- *    row pass for all TH + kh - 1 rows into shared memory (float, as the
+ *    row pass for all kIH + kh - 1 rows into shared memory (float, as the
  *    CPU's intermediate) and the column pass from there, so the
- *    intermediate never goes to DRAM. Taller kernels (kh > 15) recompute
- *    too many halo rows and fall back to two dense passes through a float
- *    image (lib/conv.c), which measured faster for radius 15 (3.9 ms
- *    against 5.1 ms fused) and slower for radius 5 (2.5 ms against 1.2).
+ *    intermediate never goes to DRAM: radius 5 in 0.83 ms against 2.5 ms
+ *    in two dense passes through a float image, radius 15 in 2.7 against
+ *    3.9. Kernels taller than GIMG_CUDA_CONV_FUSE_MAX_KH (unmeasured) or
+ *    too large for shared memory take the two passes (lib/conv.c).
  *  - Gradient magnitudes (3x3) and the widen/narrow steps of alpha
  *    premultiplication and kernel chains are simple per-sample kernels:
  *    they are a small share of such runs.
@@ -85,6 +90,7 @@
 #include "conv.h"
 
 #include <stdint.h>
+#include <type_traits>
 
 namespace {
 
@@ -365,114 +371,326 @@ dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned cha
     store_tile<Tout, C, RAW>(s, out, out_pitch, W, H, x0, y0, TH, e);
 }
 
-/* ------------------------------------------------------------- separable */
+/* ------------------------------------------------- interleaved row tiles */
 
-/* Row pass taps at constant offset 0, column pass taps at COL_OFFSET. The
- * tile: TH_S rows of 64 pixels; shared memory holds the input tile with
- * its halo (TH_S + kh - 1 rows, planes per channel) and the row pass's
- * sums (the same rows, 64 pixels). */
-template <int C> struct sep_shape {
-    static constexpr int THREADS = 256;
-    static constexpr int TH = 32;
+/*
+ * The small dense kernels and the separable pass work on rows as they are
+ * stored: an image row is one array of W * C samples, and away from the
+ * left and right edges a kernel's tap (i, j) for sample s of any channel is
+ * sample s + (j - ax) * C of row i. A tile is kIW consecutive samples of
+ * kIH rows, whatever pixel they belong to; channels matter only where the
+ * border maps an outside sample to its pixel, in the loader. So a lane
+ * loads, widens and later stores 4 consecutive samples with one
+ * instruction each (4, 8 or 16 bytes), and nothing is split into planes or
+ * staged back.
+ */
+constexpr int kIW = 128;      /* tile width, samples */
+constexpr int kIH = 32;       /* tile height, rows */
+constexpr int kIThreads = 256; /* 32 lanes x 8 rows of threads; 4 samples x 4 rows each */
+
+/* 16 bytes of samples, V of them, as loaded (raw bits) and widened. */
+template <typename T> struct vec16 {
+    static constexpr int V = 16 / (int)sizeof(T);
+    union { uint4 u; T t[V]; };
+};
+__device__ __forceinline__ void widen16(const vec16<uint8_t> &r, float *s)
+{
+    const uint32_t w[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        *reinterpret_cast<float4 *>(s + 4 * k) =
+            make_float4((float)(w[k] & 255u), (float)((w[k] >> 8) & 255u),
+                        (float)((w[k] >> 16) & 255u), (float)(w[k] >> 24));
+}
+__device__ __forceinline__ void widen16(const vec16<uint16_t> &r, float *s)
+{
+    const uint32_t w[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+        *reinterpret_cast<float4 *>(s + 4 * k) =
+            make_float4((float)(w[2 * k] & 0xffffu), (float)(w[2 * k] >> 16),
+                        (float)(w[2 * k + 1] & 0xffffu), (float)(w[2 * k + 1] >> 16));
+}
+__device__ __forceinline__ void widen16(const vec16<float> &r, float *s)
+{
+    *reinterpret_cast<uint4 *>(s) = r.u;
+}
+
+__device__ __forceinline__ void store4(uint8_t *p, const float (&v)[4])
+{
+    *reinterpret_cast<uint32_t *>(p) = (uint32_t)from_f<uint8_t>(v[0]) |
+                                       (uint32_t)from_f<uint8_t>(v[1]) << 8 |
+                                       (uint32_t)from_f<uint8_t>(v[2]) << 16 |
+                                       (uint32_t)from_f<uint8_t>(v[3]) << 24;
+}
+__device__ __forceinline__ void store4(uint16_t *p, const float (&v)[4])
+{
+    *reinterpret_cast<uint2 *>(p) =
+        make_uint2((uint32_t)from_f<uint16_t>(v[0]) | (uint32_t)from_f<uint16_t>(v[1]) << 16,
+                   (uint32_t)from_f<uint16_t>(v[2]) | (uint32_t)from_f<uint16_t>(v[3]) << 16);
+}
+__device__ __forceinline__ void store4(float *p, const float (&v)[4])
+{
+    *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+
+/* Sample s of a row (any integer, outside too) through the border, as
+ * stored; 0 (+0.0 for float) for a zero border outside. */
+template <typename Tin, int C>
+__device__ __forceinline__ Tin sample_at(const Tin *row, int s, int W, int border)
+{
+    const int p = s >= 0 ? s / C : -((C - 1 - s) / C); /* floor(s / C) */
+    const int x = border_index(p, W, border);
+    return x < 0 ? (Tin)0 : row[x * C + (s - p * C)];
+}
+
+/*
+ * Stages rows [ys, ys + rows) of the input, samples [xs, xs + ls) (xs and
+ * ls multiples of V, the samples in 16 bytes), widened to float, into s
+ * (ls floats a row). Each thread keeps B 16-byte loads in flight: 8-bit
+ * images need that many bytes in flight to approach the copy's bandwidth.
+ * Interior tiles, and in edge tiles every 16-byte group that lies inside,
+ * take one vector load; the rest goes through the border sample by sample.
+ */
+template <typename Tin, int C>
+__device__ __forceinline__ void il_load_tile(float *s, int rows, int ls, const unsigned char *in,
+                                             size_t in_pitch, int W, int H, int xs, int ys,
+                                             int border)
+{
+    constexpr int V = vec16<Tin>::V;
+    const int n = W * C, groups = ls / V, total = rows * groups;
+    const bool interior = xs >= 0 && ys >= 0 && xs + ls <= n && ys + rows <= H;
+    /* g / groups without a division: exact, since g < 2^16 and the
+     * fraction is at least 0.5 / groups away from the next integer. */
+    const float inv_groups = 1.0f / (float)groups;
+    /* Loads in flight per thread: an 8-bit tile is 1 to 2 loads a thread. */
+    constexpr int B = sizeof(Tin) == 1 ? 2 : 4;
+    for (int g0 = threadIdx.x; g0 < total; g0 += B * blockDim.x) {
+        vec16<Tin> v[B];
+#pragma unroll
+        for (int k = 0; k < B; k++) {
+            const int g = g0 + k * blockDim.x;
+            if (g >= total)
+                break;
+            const int r = (int)(((float)g + 0.5f) * inv_groups), x = xs + V * (g - r * groups);
+            if (interior) {
+                v[k].u = *reinterpret_cast<const uint4 *>(
+                    reinterpret_cast<const Tin *>(in + (size_t)(ys + r) * in_pitch) + x);
+                continue;
+            }
+            const int gy = border_index(ys + r, H, border);
+            const Tin *row = reinterpret_cast<const Tin *>(in + (size_t)(gy < 0 ? 0 : gy) * in_pitch);
+            if (gy < 0) {
+                v[k].u = make_uint4(0, 0, 0, 0);
+            } else if (x >= 0 && x + V <= n) {
+                v[k].u = *reinterpret_cast<const uint4 *>(row + x);
+            } else {
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[k].t[i] = sample_at<Tin, C>(row, x + i, W, border);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < B; k++) {
+            const int g = g0 + k * blockDim.x;
+            if (g >= total)
+                break;
+            const int r = (int)(((float)g + 0.5f) * inv_groups);
+            widen16(v[k], s + r * ls + V * (g - r * groups));
+        }
+    }
+}
+
+/*
+ * Stores a thread's 4 x 4 sums: samples [x, x + 4) of rows y .. y + 3,
+ * through the epilogue; one vector store a row inside the image.
+ */
+template <typename Tout, int C, bool RAW>
+__device__ __forceinline__ void il_store(const float (&acc)[4][4], unsigned char *out,
+                                         size_t out_pitch, int W, int H, int x, int y, const Epi &e)
+{
+    const int n = W * C;
+    if (x >= n)
+        return;
+#pragma unroll
+    for (int ry = 0; ry < 4; ry++) {
+        if (y + ry >= H)
+            return;
+        Tout *orow = reinterpret_cast<Tout *>(out + (size_t)(y + ry) * out_pitch);
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v[i] = RAW ? acc[ry][i] : finish(acc[ry][i], e);
+        if (!RAW && e.keep_alpha) {
+            const Tout *arow = reinterpret_cast<const Tout *>(
+                static_cast<const unsigned char *>(e.alpha_src.data) + (size_t)(y + ry) * e.alpha_src.pitch);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if ((x + i) % C == C - 1 && x + i < n)
+                    v[i] = (float)arow[x + i]; /* exact: from_f gives it back */
+        }
+        if (x + 4 <= n) {
+            store4(orow + x, v);
+        } else {
+            for (int i = 0; i < 4 && x + i < n; i++)
+                orow[x + i] = from_f<Tout>(v[i]);
+        }
+    }
+}
+
+/*
+ * Dense kernels of odd width KW <= 7 centred horizontally (any height):
+ * the memory-bound sizes. A thread computes 4 samples of 4 rows; for each
+ * tile row it reads the 4 + 2 * HX floats its samples need (16-byte reads,
+ * a quarter-warp's 8 lanes on 128 contiguous bytes: conflict-free) and
+ * applies them to every output row that uses that tile row, so each value
+ * read serves up to 4 x KW taps. Taps in row-major order for every sum.
+ */
+template <int KW, int C, int V> struct il_shape {
+    static constexpr int R = KW / 2;
+    static constexpr int HX = (R * C + V - 1) / V * V; /* tile halo, samples, a multiple of V */
+    static constexpr int LS = kIW + 2 * HX;             /* tile row, floats */
+    static constexpr int HW = (R * C + 3) & ~3;         /* window halo, a multiple of 4 */
+    static constexpr int W0 = HX - HW;                  /* window start after 4 * tx */
+    static constexpr int OFF = HW - R * C;              /* first tap's offset in the window */
+    static constexpr int NW = 1 + 2 * HW / 4;           /* 16-byte reads a window */
 };
 
-__host__ __device__ constexpr size_t sep_smem_bytes(int C, int kw, int kh)
+/* Six blocks per SM (40 registers) where that costs no spills: the small
+ * kernels are latency-bound, and more blocks overlap one block's loads
+ * with another's arithmetic. (Turing holds only four.) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GIMG_IL_MIN_BLOCKS 4
+#else
+#define GIMG_IL_MIN_BLOCKS 6
+#endif
+template <typename Tin, typename Tout, int C, int KW, bool RAW>
+__global__ void __launch_bounds__(kIThreads, KW <= 5 ? GIMG_IL_MIN_BLOCKS : 4)
+dense_il_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
+                size_t out_pitch, int W, int H, int kh, int ay, int border, int tap_offset, Epi e)
 {
-    return (size_t)C * (32 + kh - 1) * (tile_pitch(kw) + kTW) * sizeof(float);
+    extern __shared__ float4 s_mem4[];
+    float *s = reinterpret_cast<float *>(s_mem4);
+    typedef il_shape<KW, C, vec16<Tin>::V> S;
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
+    il_load_tile<Tin, C>(s, kIH + kh - 1, S::LS, in, in_pitch, W, H, x0 - S::HX, y0 - ay, border);
+    __syncthreads();
+    float acc[4][4];
+#pragma unroll
+    for (int ry = 0; ry < 4; ry++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[ry][i] = 0.0f;
+    const float *base = s + 4 * ty * S::LS + 4 * tx + S::W0;
+    for (int j = 0; j < kh + 3; j++) {
+        float w[4 * S::NW];
+#pragma unroll
+        for (int k = 0; k < S::NW; k++) {
+            const float4 q = *reinterpret_cast<const float4 *>(base + j * S::LS + 4 * k);
+            w[4 * k] = q.x, w[4 * k + 1] = q.y, w[4 * k + 2] = q.z, w[4 * k + 3] = q.w;
+        }
+#pragma unroll
+        for (int ry = 0; ry < 4; ry++) {
+            const int ky = j - ry;
+            if (ky < 0 || ky >= kh)
+                continue;
+#pragma unroll
+            for (int kx = 0; kx < KW; kx++) {
+                const float t = c_taps[tap_offset + ky * KW + kx];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[ry][i] = __fmaf_rn(t, w[S::OFF + kx * C + i], acc[ry][i]);
+            }
+        }
+    }
+    il_store<Tout, C, RAW>(acc, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
+}
+
+/* Shared bytes of dense_il_kernel for a kernel kh rows tall. */
+template <typename Tin, int C, int KW> constexpr size_t dense_il_smem(int kh)
+{
+    return (size_t)(kIH + kh - 1) * il_shape<KW, C, vec16<Tin>::V>::LS * sizeof(float);
+}
+constexpr size_t kIlSmemMax = 96 * 1024;
+
+/*
+ * Separable kernels in one pass: the tile with its halo, then the row pass
+ * (row taps at constant offset 0) for all kIH + kh - 1 rows into s_tmp,
+ * then the column pass (taps at GIMG_CUDA_CONV_COL_OFFSET) from s_tmp, so
+ * the float intermediate never leaves the SM. Row pass: lane l of a warp
+ * sums samples l, l + 32, l + 64, l + 96 of a row, so that the 32 lanes'
+ * scalar reads of one tap are 32 consecutive words (conflict-free) for any
+ * kw; column pass as dense_il_kernel's, 4 samples x 4 rows a thread.
+ */
+struct sep_geom {
+    int hxl, hxr, ls; /* left and right halo (samples, multiples of V), tile row (floats) */
+};
+__host__ __device__ inline sep_geom sep_geometry(int C, int kw, int ax, int V)
+{
+    sep_geom g;
+    g.hxl = (ax * C + V - 1) / V * V;
+    g.hxr = ((kw - 1 - ax) * C + V - 1) / V * V;
+    g.ls = kIW + g.hxl + g.hxr;
+    return g;
+}
+/* V = 16 covers every sample type (the widest halo). */
+__host__ __device__ inline size_t sep_smem_bytes(int C, int kw, int kh, int ax, int V = 16)
+{
+    return (size_t)(kIH + kh - 1) * (sep_geometry(C, kw, ax, V).ls + kIW) * sizeof(float);
 }
 
 template <typename Tin, typename Tout, int C, bool RAW>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(kIThreads)
 sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
            size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border, Epi e)
 {
     extern __shared__ float4 s_mem4[];
     float *s_in = reinterpret_cast<float *>(s_mem4);
-    constexpr int TH = sep_shape<C>::TH;
-    const int pitch = tile_pitch(kw), rows = TH + kh - 1;
-    float *s_tmp = s_in + (size_t)C * rows * pitch;
-    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * TH;
-    load_tile<Tin, C>(s_in, rows, pitch, in, in_pitch, W, H, x0 - ax, y0 - ay, border);
+    const sep_geom g = sep_geometry(C, kw, ax, vec16<Tin>::V);
+    const int rows = kIH + kh - 1;
+    float *s_tmp = s_in + (size_t)rows * g.ls;
+    const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
+    il_load_tile<Tin, C>(s_in, rows, g.ls, in, in_pitch, W, H, x0 - g.hxl, y0 - ay, border);
     __syncthreads();
-    /* Row pass: 8 consecutive sums per task, all rows of the halo. */
-    for (int task = threadIdx.x; task < C * rows * 8; task += blockDim.x) {
-        const int tx = task % 8, r = (task / 8) % rows, c = task / (8 * rows);
-        const float *src = s_in + ((size_t)c * rows + r) * pitch;
-        const int px0 = kRX * tx;
-        float acc[kRX];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int r = warp; r < rows; r += kIThreads / 32) {
+        const float *src = s_in + r * g.ls + g.hxl - ax * C + lane;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int j = 0; j < kw; j++) {
+            const float t = c_taps[j];
 #pragma unroll
-        for (int x = 0; x < kRX; x++)
-            acc[x] = 0.0f;
-        int j = 0;
-        for (; j + 8 <= kw; j += 8) {
-            float v[16];
-            load_vec(v, src, px0 + j);
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                const float t = c_taps[j + jj];
-#pragma unroll
-                for (int x = 0; x < kRX; x++)
-                    acc[x] = __fmaf_rn(t, v[x + jj], acc[x]);
-            }
+            for (int m = 0; m < 4; m++)
+                acc[m] = __fmaf_rn(t, src[j * C + 32 * m], acc[m]);
         }
-        for (; j < kw; j += 4) {
-            const int rem = kw - j;
-            float v[12];
-            load_vec(v, src, px0 + j);
 #pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                if (jj >= rem)
-                    break;
-                const float t = c_taps[j + jj];
-#pragma unroll
-                for (int x = 0; x < kRX; x++)
-                    acc[x] = __fmaf_rn(t, v[x + jj], acc[x]);
-            }
-        }
-        float *dst = s_tmp + ((size_t)c * rows + r) * kTW + kRX * tx;
-#pragma unroll
-        for (int x = 0; x < kRX; x += 4)
-            *reinterpret_cast<float4 *>(dst + x) = make_float4(acc[x], acc[x + 1], acc[x + 2], acc[x + 3]);
+        for (int m = 0; m < 4; m++)
+            s_tmp[r * kIW + lane + 32 * m] = acc[m];
     }
     __syncthreads();
-    /* Column pass: 8 consecutive rows of one pixel per task; lanes on
-     * consecutive pixels (conflict-free). Results go to s_in, interleaved. */
-    float *s_out = s_in;
-    for (int task = threadIdx.x; task < C * kTW * (TH / 8); task += blockDim.x) {
-        const int x = task % kTW, yg = (task / kTW) % (TH / 8), c = task / (kTW * (TH / 8));
-        const float *src = s_tmp + ((size_t)c * rows + 8 * yg) * kTW + x;
-        float acc[8];
+    const int tx = lane, ty = warp;
+    float acc[4][4];
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            acc[k] = 0.0f;
-        int i = 0;
-        for (; i + 8 <= kh; i += 8) {
-            float v[15];
+    for (int ry = 0; ry < 4; ry++)
 #pragma unroll
-            for (int m = 0; m < 15; m++)
-                v[m] = src[(i + m) * kTW];
+        for (int i = 0; i < 4; i++)
+            acc[ry][i] = 0.0f;
+    const float *base = s_tmp + 4 * ty * kIW + 4 * tx;
+    for (int j = 0; j < kh + 3; j++) {
+        const float4 q = *reinterpret_cast<const float4 *>(base + j * kIW);
+        const float w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-            for (int ii = 0; ii < 8; ii++) {
-                const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + i + ii];
+        for (int ry = 0; ry < 4; ry++) {
+            const int ky = j - ry;
+            if (ky < 0 || ky >= kh)
+                continue;
+            const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + ky];
 #pragma unroll
-                for (int k = 0; k < 8; k++)
-                    acc[k] = __fmaf_rn(t, v[k + ii], acc[k]);
-            }
+            for (int i = 0; i < 4; i++)
+                acc[ry][i] = __fmaf_rn(t, w[i], acc[ry][i]);
         }
-        for (; i < kh; i++) {
-            const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + i];
-#pragma unroll
-            for (int k = 0; k < 8; k++)
-                acc[k] = __fmaf_rn(t, src[(i + k) * kTW], acc[k]);
-        }
-        /* s_out overlaps s_in, which the column pass no longer reads; but
-         * other tasks may still be reading s_tmp only, so this is safe. */
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            s_out[(8 * yg + k) * kTW * C + x * C + c] = acc[k];
     }
-    __syncthreads();
-    store_tile<Tout, C, RAW>(s_out, out, out_pitch, W, H, x0, y0, TH, e);
+    il_store<Tout, C, RAW>(acc, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
 }
 
 /* ------------------------------------------------------ per-sample kernels */
@@ -576,23 +794,48 @@ cudaError_t launch_dense(const gimg_cuda_plane &in, const gimg_cuda_plane &out, 
     return cudaGetLastError();
 }
 
+/* Grid of interleaved tiles; 0 when it does not fit a launch. */
+dim3 il_grid(int W, int H, int C)
+{
+    const long long n = (long long)W * C;
+    return dim3((unsigned)((n + kIW - 1) / kIW), (unsigned)((H + kIH - 1) / kIH));
+}
+
+template <typename Tin, typename Tout, int C, int KW, bool RAW>
+cudaError_t launch_dense_il(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
+                            int kh, int ay, int border, int tap_offset, const Epi &e,
+                            cudaStream_t stream)
+{
+    const size_t smem = dense_il_smem<Tin, C, KW>(kh);
+    auto kern = dense_il_kernel<Tin, Tout, C, KW, RAW>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid = il_grid(W, H, C);
+    if (grid.y > 65535)
+        return cudaErrorInvalidValue;
+    kern<<<grid, kIThreads, smem, stream>>>(static_cast<const unsigned char *>(in.data), in.pitch,
+                                            static_cast<unsigned char *>(out.data), out.pitch, W, H,
+                                            kh, ay, border, tap_offset, e);
+    return cudaGetLastError();
+}
+
 template <typename Tin, typename Tout, int C, bool RAW>
 cudaError_t launch_sep(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
                        int kw, int kh, int ax, int ay, int border, const Epi &e,
                        cudaStream_t stream)
 {
-    constexpr int TH = sep_shape<C>::TH;
-    const size_t smem = sep_smem_bytes(C, kw, kh);
+    const size_t smem = sep_smem_bytes(C, kw, kh, ax, vec16<Tin>::V);
     auto kern = sep_kernel<Tin, Tout, C, RAW>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
-    dim3 grid((W + kTW - 1) / kTW, (H + TH - 1) / TH);
+    const dim3 grid = il_grid(W, H, C);
     if (grid.y > 65535)
         return cudaErrorInvalidValue;
-    kern<<<grid, sep_shape<C>::THREADS, smem, stream>>>(
-        static_cast<const unsigned char *>(in.data), in.pitch, static_cast<unsigned char *>(out.data),
-        out.pitch, W, H, kw, kh, ax, ay, border, e);
+    kern<<<grid, kIThreads, smem, stream>>>(static_cast<const unsigned char *>(in.data), in.pitch,
+                                            static_cast<unsigned char *>(out.data), out.pitch, W, H,
+                                            kw, kh, ax, ay, border, e);
     return cudaGetLastError();
 }
 
@@ -671,6 +914,19 @@ struct dense_op : conv_args {
         }
         if (d_taps)
             return cudaErrorInvalidValue; /* global taps: float to raw float only */
+        /* Small odd kernels, centred: the interleaved path (same type in
+         * and out, or float to raw float, the combinations single kernels
+         * and alpha-premultiplied ones use). */
+        if constexpr ((std::is_same<Tin, Tout>::value && !RAW) || (sizeof(Tin) == 4 && RAW)) {
+            if (kw % 2 == 1 && kw <= 7 && ax == kw / 2 && dense_il_smem<Tin, C, 7>(kh) <= kIlSmemMax) {
+                switch (kw) {
+                case 1: return launch_dense_il<Tin, Tout, C, 1, RAW>(in, out, W, H, kh, ay, border, tap_offset, e, stream);
+                case 3: return launch_dense_il<Tin, Tout, C, 3, RAW>(in, out, W, H, kh, ay, border, tap_offset, e, stream);
+                case 5: return launch_dense_il<Tin, Tout, C, 5, RAW>(in, out, W, H, kh, ay, border, tap_offset, e, stream);
+                case 7: return launch_dense_il<Tin, Tout, C, 7, RAW>(in, out, W, H, kh, ay, border, tap_offset, e, stream);
+                }
+            }
+        }
         return launch_dense<Tin, Tout, C, RAW, true>(in, out, W, H, kw, kh, ax, ay, border,
                                                      tap_offset, nullptr, e, stream);
     }
@@ -711,8 +967,10 @@ extern "C" cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane 
 
 extern "C" int gimg_cuda_conv_separable_fits(int channels, int kw, int kh)
 {
+    /* The widest halo any anchor gives: all of it on one side. */
     return kw <= GIMG_CUDA_CONV_COL_OFFSET && kh <= GIMG_CUDA_CONV_COL_OFFSET &&
-           sep_smem_bytes(channels, kw, kh) <= 200 * 1024;
+           channels >= 1 && channels <= 4 &&
+           sep_smem_bytes(channels, kw, kh, kw - 1) <= 200 * 1024;
 }
 
 extern "C" cudaError_t gimg_cuda_conv_separable(gimg_cuda_plane in, gimg_cuda_plane out, int width,

@@ -1,6 +1,7 @@
 /*
  * stats.cu — one-pass reductions for gstats: the moments of every channel
- * of an image (count, min, max, sum and sum of squares; NaN and infinities
+ * of an image (count, min, max, sum and sum of squares — for float, of
+ * v - K, K a shift per channel that the host passes; NaN and infinities
  * counted apart for float) and the comparison of two images (differing
  * samples, max |a - b|, sum of |a - b| and of (a - b)^2), for 1-4
  * interleaved channels of 8/16-bit or float samples.
@@ -17,8 +18,8 @@
  * of that copy's rate, counting the bytes read. Arithmetic per 16-byte
  * word: 8-bit, 2-3 dp4a per channel per 4 bytes and a SIMD min and max
  * (about 3 integer instructions per byte); 16-bit, a 32-bit add and a
- * 64-bit multiply-add per sample; float, a double add and a double FMA per
- * sample. Measured on an H100 at 8192x8192 (make bench), moments of every
+ * 64-bit multiply-add per sample; float, a double subtract (of the
+ * shift), a double add and a double FMA per sample. Measured on an H100 at 8192x8192 (make bench), moments of every
  * channel in one pass, as a fraction of the copy's rate: gray8 0.74, rgb8
  * 0.83, rgba8 0.80, gray16 0.89, rgb16 0.92, rgba16 0.93 — 0.95-1.13x
  * CUB's DeviceReduce::Sum of the same bytes (which computes one sum, not
@@ -29,9 +30,14 @@
  * Exactness: integer sums are exact, so their order does not matter; the
  * moments' mean and stddev are computed on the host from them by one
  * function (lib/stats.c), so GPU and CPU give identical results. Float
- * sums use double (each a round-to-nearest add; squares of floats are
- * exact in double, so fma(v, v, s) equals s + v*v rounded once) in a fixed
- * order: the grid is one full wave of the device (its SM count times the
+ * sums are of d = v - K and d^2, K the channel's shift (the first finite
+ * sample of the channel in row-major order, found on the host by
+ * gimg_moments_shift and passed in, so both backends sum the same d:
+ * deviations of the data's own size, so that the host's variance,
+ * S2/n - (S1/n)^2, does not cancel as sum v^2 - sum v * mean does for data
+ * far from zero). They use double (d rounded once, as on the CPU; each
+ * add round-to-nearest; d^2 added by one FMA, where the CPU rounds d*d and
+ * then the add) in a fixed order: the grid is one full wave of the device (its SM count times the
  * blocks that fit in one SM), every warp takes the same units every run, warps and blocks are combined
  * by the same shuffle tree, and the last block to finish combines the
  * blocks' partial results in block order. No float atomics; the only
@@ -82,6 +88,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxBlocks = 4096;
 constexpr int kMaxFields = 28;       /* 4 channels x 7 fields (float moments) */
 constexpr size_t kPartOffset = 256;  /* the counter, then the partials */
+
+/* The float moments' shift per channel (the kernel's argument). */
+struct Shift {
+    double k[4];
+};
 
 enum Kind { ADDU, ADDD, MIN, MAX };
 
@@ -139,14 +150,21 @@ template <int S, int C> struct MomentsOp {
     uint64_t sum[C], sq[C];
     uint32_t usum[C], usq[C];
     uint32_t pmin[C], pmax[C];
-    double fsum[C], fsq[C];
+    double fsum[C], fsq[C], k_[C];
     float fmin_[C], fmax_[C];
     uint64_t cnt[C], nan_[C], inf_[C];
 
-    __device__ void init()
+    /* p0: slot s is channel (p0 + s) % C; its sums are about that
+     * channel's shift. */
+    __device__ void init(int p0, const Shift &shift)
     {
 #pragma unroll
         for (int s = 0; s < C; s++) {
+            k_[s] = 0;
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                if (FLT && (p0 + s) % C == c)
+                    k_[s] = shift.k[c];
             sum[s] = sq[s] = 0;
             pmin[s] = 0xffffffffu;
             pmax[s] = 0;
@@ -220,7 +238,7 @@ template <int S, int C> struct MomentsOp {
                 cnt[s] += fin;
                 nan_[s] += valid && isnan(f);
                 inf_[s] += valid && isinf(f);
-                const double d = fin ? (double)f : 0.0;
+                const double d = fin ? __dsub_rn((double)f, k_[s]) : 0.0;
                 fsum[s] = __dadd_rn(fsum[s], d);
                 fsq[s] = __fma_rn(d, d, fsq[s]);
                 if (fin) {
@@ -276,7 +294,8 @@ template <int S, int C> struct MomentsOp {
     }
 
     /* The reduced fields to the output struct, every field written. */
-    __device__ static void write(const uint64_t *f, int W, int H, gimg_moments *out)
+    __device__ static void write(const uint64_t *f, int W, int H, const Shift &shift,
+                                 gimg_moments *out)
     {
         for (int c = 0; c < 4; c++) {
             const uint64_t *o = f + c * NF;
@@ -286,6 +305,7 @@ template <int S, int C> struct MomentsOp {
             out->inf[c] = here && FLT ? o[6] : 0;
             out->isum[c] = here && !FLT ? o[0] : 0;
             out->isumsq[c] = here && !FLT ? o[1] : 0;
+            out->shift[c] = here && FLT ? shift.k[c] : 0.0;
             out->fsum[c] = here && FLT ? as_double(o[0]) : 0.0;
             out->fsumsq[c] = here && FLT ? as_double(o[1]) : 0.0;
             out->min[c] = here ? as_double(o[2]) : INFINITY;
@@ -316,7 +336,7 @@ template <int S, int C> struct DiffOp {
     uint64_t cnt[C];
     double fsum[C], fsq[C], fmax_[C];
 
-    __device__ void init()
+    __device__ void init(int, const Shift &)
     {
 #pragma unroll
         for (int s = 0; s < C; s++) {
@@ -427,7 +447,8 @@ template <int S, int C> struct DiffOp {
                 }
     }
 
-    __device__ static void write(const uint64_t *f, int W, int H, gimg_diff_sums *out)
+    __device__ static void write(const uint64_t *f, int W, int H, const Shift &,
+                                 gimg_diff_sums *out)
     {
         for (int c = 0; c < 4; c++) {
             const uint64_t *o = f + c * NF;
@@ -479,8 +500,8 @@ template <class Op, int S, int C, int M>
 __global__ void __launch_bounds__(kThreads)
 reduce_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
               const unsigned char *__restrict__ d_b, size_t pitch_b, int W, int H,
-              unsigned units_per_row, unsigned items, unsigned char *__restrict__ d_scratch,
-              typename Op::out_t *__restrict__ d_out)
+              unsigned units_per_row, unsigned items, const Shift shift,
+              unsigned char *__restrict__ d_scratch, typename Op::out_t *__restrict__ d_out)
 {
     constexpr int F = C * Op::NF;
     __shared__ uint64_t s_red[kWarps * F];
@@ -489,8 +510,9 @@ reduce_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
     const int row_bytes = W * C * S;
     const int wpr = (row_bytes + 15) / 16;
 
+    const int p0 = (16 / S * lane) % C; /* the channel of the thread's slot 0 */
     Op acc;
-    acc.init();
+    acc.init(p0, shift);
     for (unsigned item = blockIdx.x * kWarps + warp; item < items; item += gridDim.x * kWarps) {
         const unsigned row = item / units_per_row, unit = item - row * units_per_row;
         const unsigned char *pa = d_a + (size_t)row * pitch_a;
@@ -520,7 +542,7 @@ reduce_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
     }
 
     uint64_t v[F];
-    acc.fields((16 / S * lane) % C, v);
+    acc.fields(p0, v);
     block_reduce<Op, F>(v, s_red);
 
     const unsigned G = gridDim.x;
@@ -552,15 +574,15 @@ reduce_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
         uint64_t all[4 * kMaxFields];
         for (int f = 0; f < 4 * Op::NF; f++)
             all[f] = f < F ? v[f] : 0;
-        Op::write(all, W, H, d_out);
+        Op::write(all, W, H, shift, d_out);
         *counter = 0;
     }
 }
 
 template <template <int, int> class OpT, int S, int C>
 cudaError_t launch(const void *d_a, size_t pitch_a, const void *d_b, size_t pitch_b, int W,
-                   int H, void *d_scratch, typename OpT<S, C>::out_t *d_out, int blocks,
-                   cudaStream_t stream)
+                   int H, const Shift &shift, void *d_scratch,
+                   typename OpT<S, C>::out_t *d_out, int blocks, cudaStream_t stream)
 {
     constexpr int M = OpT<S, C>::M;
     const long long row_bytes = (long long)W * C * S;
@@ -591,22 +613,22 @@ cudaError_t launch(const void *d_a, size_t pitch_a, const void *d_b, size_t pitc
     reduce_kernel<OpT<S, C>, S, C, M><<<(unsigned)g, kThreads, 0, stream>>>(
         static_cast<const unsigned char *>(d_a), pitch_a,
         static_cast<const unsigned char *>(d_b), pitch_b, W, H, (unsigned)upr,
-        (unsigned)items, static_cast<unsigned char *>(d_scratch), d_out);
+        (unsigned)items, shift, static_cast<unsigned char *>(d_scratch), d_out);
     return cudaGetLastError();
 }
 
 template <template <int, int> class OpT, typename Out>
 cudaError_t dispatch(const void *d_a, size_t pitch_a, const void *d_b, size_t pitch_b, int W,
-                     int H, int C, int S, void *d_scratch, Out *d_out, int blocks,
-                     cudaStream_t stream)
+                     int H, int C, int S, const Shift &shift, void *d_scratch, Out *d_out,
+                     int blocks, cudaStream_t stream)
 {
     if (W < 1 || H < 1 || pitch_a % 16 || pitch_b % 16 || !d_scratch ||
         ((uintptr_t)d_a | (uintptr_t)d_b) % 16)
         return cudaErrorInvalidValue;
 #define GIMG_STATS_CASE(s, c)                                                                 \
     if (S == s && C == c)                                                                     \
-        return launch<OpT, s, c>(d_a, pitch_a, d_b, pitch_b, W, H, d_scratch, d_out, blocks, \
-                                 stream);
+        return launch<OpT, s, c>(d_a, pitch_a, d_b, pitch_b, W, H, shift, d_scratch, d_out,   \
+                                 blocks, stream);
     GIMG_STATS_CASE(1, 1) GIMG_STATS_CASE(1, 2) GIMG_STATS_CASE(1, 3) GIMG_STATS_CASE(1, 4)
     GIMG_STATS_CASE(2, 1) GIMG_STATS_CASE(2, 2) GIMG_STATS_CASE(2, 3) GIMG_STATS_CASE(2, 4)
     GIMG_STATS_CASE(4, 1) GIMG_STATS_CASE(4, 2) GIMG_STATS_CASE(4, 3) GIMG_STATS_CASE(4, 4)
@@ -623,11 +645,15 @@ extern "C" size_t gimg_cuda_stats_scratch_bytes(void)
 
 extern "C" cudaError_t gimg_cuda_moments(const void *d_in, size_t pitch_bytes, int width,
                                          int height, int channels, int sample_bytes,
-                                         void *d_scratch, gimg_moments *d_out, int blocks,
-                                         cudaStream_t stream)
+                                         const double *shift, void *d_scratch,
+                                         gimg_moments *d_out, int blocks, cudaStream_t stream)
 {
+    Shift k = {};
+    if (shift && sample_bytes == 4)
+        for (int c = 0; c < channels && c < 4; c++)
+            k.k[c] = shift[c];
     return dispatch<MomentsOp>(d_in, pitch_bytes, d_in, pitch_bytes, width, height, channels,
-                               sample_bytes, d_scratch, d_out, blocks, stream);
+                               sample_bytes, k, d_scratch, d_out, blocks, stream);
 }
 
 extern "C" cudaError_t gimg_cuda_diff(const void *d_a, size_t pitch_a, const void *d_b,
@@ -636,5 +662,5 @@ extern "C" cudaError_t gimg_cuda_diff(const void *d_a, size_t pitch_a, const voi
                                       int blocks, cudaStream_t stream)
 {
     return dispatch<DiffOp>(d_a, pitch_a, d_b, pitch_b, width, height, channels, sample_bytes,
-                            d_scratch, d_out, blocks, stream);
+                            Shift{}, d_scratch, d_out, blocks, stream);
 }

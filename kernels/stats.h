@@ -22,15 +22,20 @@ size_t gimg_cuda_stats_scratch_bytes(void);
  * interleaved samples of sample_bytes (1, 2: unsigned; 4: float) in one
  * pass, written to *d_out (device memory) — every field, count included.
  * The image is 16-byte aligned with a pitch that is a multiple of 16, each
- * row's allocation reaching its pitch (gimg's device images). blocks: the
- * grid's size, 0 for the default (one full wave of the device); float sums
- * depend on it (the order of the additions), so the library always passes
- * 0. Asynchronous on
- * stream; returns the launch's error.
+ * row's allocation reaching its pitch (gimg's device images). shift (host
+ * memory, `channels` entries; NULL for zeros): float images, the K of each
+ * channel, the float sums being of v - K and (v - K)^2 — pass what
+ * gimg_moments_shift gives for the host image, as the CPU uses; copied
+ * into d_out->shift; ignored for 8/16-bit (d_out->shift is then 0).
+ * blocks: the grid's size, 0 for the default (one full wave of the
+ * device); float sums depend on it (the order of the additions), so the
+ * library always passes 0. Asynchronous on stream; returns the launch's
+ * error.
  */
 cudaError_t gimg_cuda_moments(const void *d_in, size_t pitch_bytes, int width, int height,
-                              int channels, int sample_bytes, void *d_scratch,
-                              gimg_moments *d_out, int blocks, cudaStream_t stream);
+                              int channels, int sample_bytes, const double *shift,
+                              void *d_scratch, gimg_moments *d_out, int blocks,
+                              cudaStream_t stream);
 
 /* The comparison of two images of the same layout (each with its own
  * pitch), as gimg_cuda_moments. */

@@ -20,7 +20,7 @@
  * ring of the input rows (or row-pass results) its window needs, widened
  * and padded with the border, so one image pass stays in cache. The inner
  * loops run over a padded row's samples (channels interleaved, a tap's
- * horizontal step is one pixel = C floats) in blocks of 32, vectorized with
+ * horizontal step is one pixel = C floats) in blocks of 64, vectorized with
  * AVX2/FMA where the CPU has it (chosen at run time); scalar fmaf gives the
  * same bits everywhere else.
  */
@@ -254,29 +254,57 @@ static void dot_rows_generic(float *restrict out, int n, const float *const *row
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GIMG_X86_FAST 1
 #include <immintrin.h>
-/* The same sums, 32 outputs in four AVX registers for the whole tap loop. */
+/* The same sums: 64 outputs in eight AVX registers for the whole tap loop
+ * (one broadcast per tap and 64 outputs, every load folded into its FMA),
+ * then 8 at a time, then one at a time. Each output still gets one FMA per
+ * tap in row-major tap order, so the bits are the generic version's. A
+ * column pass (ntaps == 1) walks the rows directly. */
+#define DOT8_STEP(K, T, R)                                                                 \
+    a##K = _mm256_fmadd_ps(T, _mm256_loadu_ps((R) + 8 * K), a##K)
 __attribute__((target("avx2,fma"), optimize("O3"))) static void
 dot_rows_avx2(float *restrict out, int n, const float *const *rows, int nrows, const float *taps,
               int ntaps, int step)
 {
     int q = 0;
-    for (; q + 32 <= n; q += 32) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < nrows; i++) {
-            const float *r = rows[i] + q;
-            const float *t = taps + (size_t)i * ntaps;
-            for (int j = 0; j < ntaps; j++, r += step) {
-                const __m256 tv = _mm256_broadcast_ss(t + j);
-                a0 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r), a0);
-                a1 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 8), a1);
-                a2 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 16), a2);
-                a3 = _mm256_fmadd_ps(tv, _mm256_loadu_ps(r + 24), a3);
+    for (; q + 64 <= n; q += 64) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        if (ntaps == 1) {
+            for (int i = 0; i < nrows; i++) {
+                const float *r = rows[i] + q;
+                const __m256 tv = _mm256_broadcast_ss(taps + i);
+                DOT8_STEP(0, tv, r); DOT8_STEP(1, tv, r); DOT8_STEP(2, tv, r); DOT8_STEP(3, tv, r);
+                DOT8_STEP(4, tv, r); DOT8_STEP(5, tv, r); DOT8_STEP(6, tv, r); DOT8_STEP(7, tv, r);
+            }
+        } else {
+            for (int i = 0; i < nrows; i++) {
+                const float *r = rows[i] + q;
+                const float *t = taps + (size_t)i * ntaps;
+                for (int j = 0; j < ntaps; j++, r += step) {
+                    const __m256 tv = _mm256_broadcast_ss(t + j);
+                    DOT8_STEP(0, tv, r); DOT8_STEP(1, tv, r); DOT8_STEP(2, tv, r); DOT8_STEP(3, tv, r);
+                    DOT8_STEP(4, tv, r); DOT8_STEP(5, tv, r); DOT8_STEP(6, tv, r); DOT8_STEP(7, tv, r);
+                }
             }
         }
         _mm256_storeu_ps(out + q, a0);
         _mm256_storeu_ps(out + q + 8, a1);
         _mm256_storeu_ps(out + q + 16, a2);
         _mm256_storeu_ps(out + q + 24, a3);
+        _mm256_storeu_ps(out + q + 32, a4);
+        _mm256_storeu_ps(out + q + 40, a5);
+        _mm256_storeu_ps(out + q + 48, a6);
+        _mm256_storeu_ps(out + q + 56, a7);
+    }
+    for (; q + 8 <= n; q += 8) {
+        __m256 a0 = _mm256_setzero_ps();
+        for (int i = 0; i < nrows; i++) {
+            const float *r = rows[i] + q;
+            const float *t = taps + (size_t)i * ntaps;
+            for (int j = 0; j < ntaps; j++, r += step)
+                DOT8_STEP(0, _mm256_broadcast_ss(t + j), r);
+        }
+        _mm256_storeu_ps(out + q, a0);
     }
     for (; q < n; q++) {
         float acc = 0.0f;
@@ -286,6 +314,7 @@ dot_rows_avx2(float *restrict out, int n, const float *const *rows, int nrows, c
         out[q] = acc;
     }
 }
+#undef DOT8_STEP
 #endif
 
 static dot_rows_fn pick_dot_rows(void)
@@ -353,10 +382,33 @@ narrow_avx2(const float *v, const gimg_image *orig, const gimg_conv_opts *o, flo
         narrow_row(v, orig, o, unit, y, out);
         return;
     }
-    if (out->sample == GIMG_U8)
-        for (size_t i = 0; i < n; i++)
+    if (out->sample == GIMG_U8) {
+        /* 32 at a time, written out: gimg_conv_finish then gimg_conv_to_u8.
+         * max_ps(v, 0) is v > 0 ? v : 0 (NaN to 0) and min_ps(v, 255) is
+         * v < 255 ? v : 255, as in gimg_conv_clamp; the rounding is rintf's
+         * (the current mode); the conversion of a whole number is exact. */
+        const __m256 vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(bias),
+                     zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f),
+                     sign = _mm256_set1_ps(-0.0f);
+        const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const int absolute = o->absolute;
+        size_t i = 0;
+        for (; i + 32 <= n; i += 32) {
+            __m256i w[4];
+            for (int k = 0; k < 4; k++) {
+                __m256 f = _mm256_fmadd_ps(_mm256_loadu_ps(v + i + 8 * k), vs, vb);
+                if (absolute)
+                    f = _mm256_andnot_ps(sign, f);
+                f = _mm256_min_ps(_mm256_max_ps(f, zero), top);
+                w[k] = _mm256_cvttps_epi32(_mm256_round_ps(f, _MM_FROUND_CUR_DIRECTION));
+            }
+            __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(w[0], w[1]),
+                                            _mm256_packus_epi32(w[2], w[3]));
+            _mm256_storeu_si256((__m256i *)(row + i), _mm256_permutevar8x32_epi32(b, order));
+        }
+        for (; i < n; i++)
             row[i] = gimg_conv_to_u8(gimg_conv_finish(v[i], scale, bias, o->absolute));
-    else
+    } else
         for (size_t i = 0; i < n; i++)
             ((uint16_t *)row)[i] = gimg_conv_to_u16(gimg_conv_finish(v[i], scale, bias, o->absolute));
 }
@@ -392,22 +444,22 @@ typedef struct {
 
 /* One thread's buffers for a stage. */
 typedef struct {
-    float *fetched;   /* one source row, W * C */
-    float *ring;      /* nring padded rows (dense) or row-pass rows (separable) */
+    float *ring;      /* kh padded rows (dense) or row-pass rows (separable) */
     int *tag;         /* the logical row each ring slot holds */
     float *acc, *acc2;
 } stage_bufs;
 
 /* A padded row: the source row at offset ax pixels, the border around it. */
 static void pad_row(const row_src *s, const cpu_fns *fn, int y, const int *xmap, int ax, int kw,
-                    int W, int C, float *fetched, float *dst)
+                    int W, int C, float *dst)
 {
     if (y < 0) {
         memset(dst, 0, (size_t)(W + kw - 1) * C * sizeof(float));
         return;
     }
-    fn->fetch(s, y, fetched);
-    memcpy(dst + (size_t)ax * C, fetched, (size_t)W * C * sizeof(float));
+    /* The row goes straight to its place; the padding copies from it. */
+    float *body = dst + (size_t)ax * C;
+    fn->fetch(s, y, body);
     for (int p = 0; p < kw - 1; p++) {
         /* pad p covers x = -ax + p for p < ax, else x = W + (p - ax) */
         int x = p < ax ? p : W + ax + (p - ax);
@@ -416,7 +468,7 @@ static void pad_row(const row_src *s, const cpu_fns *fn, int y, const int *xmap,
         if (src < 0)
             memset(d, 0, (size_t)C * sizeof(float));
         else
-            memcpy(d, fetched + (size_t)src * C, (size_t)C * sizeof(float));
+            memcpy(d, body + (size_t)src * C, (size_t)C * sizeof(float));
     }
 }
 
@@ -440,13 +492,12 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
         const int y0 = (int)((long)H * t / nt), y1 = (int)((long)H * (t + 1) / nt);
         stage_bufs bf = {0};
-        bf.fetched = malloc(n * sizeof(float));
         bf.ring = malloc((size_t)kh * slot * sizeof(float));
         bf.tag = malloc((size_t)kh * sizeof(int));
         bf.acc = malloc(padded * sizeof(float)); /* separable: a padded source row */
         bf.acc2 = malloc(2 * n * sizeof(float));
         const float **rows = malloc((size_t)kh * sizeof *rows);
-        if (!bf.fetched || !bf.ring || !bf.tag || !bf.acc || !bf.acc2 || !rows) {
+        if (!bf.ring || !bf.tag || !bf.acc || !bf.acc2 || !rows) {
             failed = 1;
         } else {
             for (int i = 0; i < kh; i++)
@@ -461,12 +512,12 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
                     if (bf.tag[s] != p) {
                         int yy = gimg_border_index(p, H, b);
                         if (!sep) {
-                            pad_row(src, fn, yy, xmap, ax, kw, W, C, bf.fetched, dst);
+                            pad_row(src, fn, yy, xmap, ax, kw, W, C, dst);
                         } else if (yy < 0) {
                             memset(dst, 0, n * sizeof(float));
                         } else {
                             const float *pr = bf.acc;
-                            pad_row(src, fn, yy, xmap, ax, kw, W, C, bf.fetched, bf.acc);
+                            pad_row(src, fn, yy, xmap, ax, kw, W, C, bf.acc);
                             fn->dot(dst, (int)n, &pr, 1, k->row, kw, C);
                         }
                         bf.tag[s] = (int)p;
@@ -489,7 +540,6 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
                     fn->narrow(out, sink->orig, sink->o, sink->unit, y, sink->out);
             }
         }
-        free(bf.fetched);
         free(bf.ring);
         free(bf.tag);
         free(bf.acc);

@@ -3,9 +3,11 @@
 #include "batch.h"
 #include "io_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -45,11 +47,21 @@ static const char *extension_of(gimg_format f)
     return f == GIMG_FMT_UNKNOWN ? NULL : f == GIMG_FMT_JPEG ? "jpg" : gimg_format_name(f);
 }
 
-/* The output path of input i (0-based), from -o or OUTPUT. */
+/* 1 if an output spec is DIR/ (a folder, whether or not it exists yet). */
+static int ends_with_slash(const char *spec)
+{
+    size_t n = strlen(spec);
+    return n > 0 && spec[n - 1] == '/';
+}
+
+/* The output path of input i (0-based), from -o or OUTPUT. One input and a
+ * plain name: that name (an existing directory there is an error, as for
+ * any tool writing one file); DIR/ (even for one input) or a pattern: the
+ * name gimg_output_path gives. */
 static gimg_status output_of(const job *j, const char *input, int i, char **out)
 {
     const char *spec = j->c->output;
-    int single = j->n_inputs + j->stream <= 1 && !strchr(spec, '%');
+    int single = j->n_inputs + j->stream <= 1 && !strchr(spec, '%') && !ends_with_slash(spec);
     if (single || !strcmp(spec, "-")) {
         *out = strdup(spec);
         return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
@@ -134,6 +146,26 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
         free(buf);
     else
         gimg_slurp_free(buf, len);
+    return st;
+}
+
+gimg_status gimg_ctx_read(gimg_ctx *ctx, const char *path, gimg_image *im)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    double t0 = gimg_now_ms();
+    gimg_status st = gimg_slurp(path, &buf, &len);
+    if (st)
+        return st;
+    gimg_info info;
+    size_t bytes;
+    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
+        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
+            GIMG_OK)
+        gimg_ctx_prepare(ctx, bytes);
+    st = gimg_decode_memory(buf, len, im);
+    gimg_slurp_free(buf, len);
+    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
     return st;
 }
 
@@ -321,6 +353,32 @@ static gimg_status name_outputs(job *j)
     return gimg_check_output_collisions(j->inputs, j->outputs, j->n_inputs);
 }
 
+/* -o DIR/: the folder is made (with its parents) when it does not exist,
+ * after every check and before any work, as mkdir -p would. */
+static gimg_status make_output_folder(const char *spec)
+{
+    struct stat sb;
+    if (!ends_with_slash(spec) || (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return GIMG_OK;
+    char *dir = strdup(spec);
+    if (!dir)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_status st = GIMG_OK;
+    for (char *p = dir + 1; *p && !st; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir, strerror(errno));
+        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir,
+                           "a file of that name is in the way");
+        *p = '/';
+    }
+    free(dir);
+    return st;
+}
+
 static void report_rate(const job *j, int n_done, double wall_ms)
 {
     fprintf(stderr, "%s: %d image%s in %.1f ms: %.1f images/s, %.1f megapixels/s\n",
@@ -344,6 +402,8 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     if (!st && d->transform && isatty(STDOUT_FILENO) && !strcmp(c->output, "-"))
         st = gimg_fail(GIMG_E_USAGE, "refusing to write image data to a terminal (give OUTPUT, "
                                      "-o, or redirect)");
+    if (!st && d->transform && strcmp(c->output, "-") != 0)
+        st = make_output_folder(c->output);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
     if (st) {

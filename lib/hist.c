@@ -229,9 +229,49 @@ count_rows(const gimg_image *im, const gimg_hist_params *p, const gimg_hist_intm
     const int bins = p->bins, CL = C + LUMA;
     const double lo = p->lo, hi = p->hi, width = hi - lo;
     const size_t rep = (size_t)CL * stride;
+    /* Copies, so that the counters' stores do not make them reloads. */
+    const int W = im->width, shift = m->shift;
+    const gimg_hist_intmap map = *m;
     for (int y = y0; y < y1; y++) {
         const unsigned char *row = gimg_row(im, y);
-        for (int x = 0; x < im->width; x++) {
+        int x = 0;
+        if (S != GIMG_F32 && FULL && R == 4) {
+            /* Four pixels a step, pixel k into replica k (as x & 3 below),
+             * every loop unrolled: the samples are read into registers
+             * first, so that the counters' stores (which may alias the
+             * bytes, as far as the compiler knows) force no reloads, and
+             * the 4 * (C + LUMA) increments of a step go to distinct
+             * counter tables, none waiting on another. */
+            uint32_t *const h0 = sub, *const h1 = sub + rep, *const h2 = sub + 2 * rep,
+                           *const h3 = sub + 3 * rep;
+            const int last = W - 4;
+            for (; x <= last; x += 4) {
+                uint32_t v[4][4];
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+                    for (int c = 0; c < C; c++)
+                        v[k][c] = S == GIMG_U8
+                                      ? row[(size_t)(x + k) * C + c]
+                                      : ((const uint16_t *)row)[(size_t)(x + k) * C + c];
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    h0[(size_t)c * stride + (v[0][c] >> shift)]++;
+                    h1[(size_t)c * stride + (v[1][c] >> shift)]++;
+                    h2[(size_t)c * stride + (v[2][c] >> shift)]++;
+                    h3[(size_t)c * stride + (v[3][c] >> shift)]++;
+                }
+                if (LUMA) {
+                    uint32_t *const hk[4] = {h0, h1, h2, h3};
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        uint32_t yv = C < 3 ? v[k][0] : gimg_luma_int(v[k][0], v[k][1], v[k][2]);
+                        hk[k][(size_t)C * stride + (yv >> shift)]++;
+                    }
+                }
+            }
+        }
+        for (; x < W; x++) {
             uint32_t *h = sub + (R > 1 ? (size_t)(x & (R - 1)) * rep : 0);
             if (S == GIMG_F32) {
                 const float *f = (const float *)row + (size_t)x * C;
@@ -246,11 +286,11 @@ count_rows(const gimg_image *im, const gimg_hist_params *p, const gimg_hist_intm
                 for (int c = 0; c < C; c++) {
                     v[c] = S == GIMG_U8 ? row[(size_t)x * C + c]
                                         : ((const uint16_t *)row)[(size_t)x * C + c];
-                    h[(size_t)c * stride + int_slot(m, bins, v[c], FULL)]++;
+                    h[(size_t)c * stride + int_slot(&map, bins, v[c], FULL)]++;
                 }
                 if (LUMA) {
                     uint32_t yv = C < 3 ? v[0] : gimg_luma_int(v[0], v[1], v[2]);
-                    h[(size_t)C * stride + int_slot(m, bins, yv, FULL)]++;
+                    h[(size_t)C * stride + int_slot(&map, bins, yv, FULL)]++;
                 }
             }
         }

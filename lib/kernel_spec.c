@@ -222,6 +222,9 @@ static gimg_status parse_named(const char *spec, gimg_kernel *k)
     if (strlen(spec) >= sizeof buf)
         return gimg_fail(GIMG_E_USAGE, "unknown kernel '%.40s...'", spec);
     strcpy(buf, spec);
+    /* Blanks around a name are not part of it ("sobel " is sobel). */
+    for (size_t n = strlen(buf); n > 0 && isspace((unsigned char)buf[n - 1]); n--)
+        buf[n - 1] = '\0';
     char *args[4] = {0};
     int nargs = 0;
     char *p = strchr(buf, ':');
@@ -462,10 +465,18 @@ gimg_status gimg_kernel_parse(const char *spec, int correlate, int normalize, gi
         return parse_named(spec, k);
     if (*spec != '@')
         return gimg_kernel_parse_text(spec, strlen(spec), spec, correlate, normalize, k);
+    if (spec[1] == '\0')
+        return gimg_fail(GIMG_E_USAGE, "kernel '@': no file name after '@'");
     unsigned char *buf;
     size_t len;
-    if (gimg_slurp(spec + 1, &buf, &len))
-        return GIMG_E_IO; /* gimg_slurp's message names the file */
+    gimg_status rd = gimg_slurp(spec + 1, &buf, &len);
+    if (rd == GIMG_E_FORMAT) /* gimg_slurp's "empty file" */
+        return gimg_fail(GIMG_E_USAGE, "kernel '%.200s': empty kernel (empty file)", spec);
+    if (rd) { /* gimg_slurp's message is the reason alone: name the file */
+        char why[256];
+        snprintf(why, sizeof why, "%s", gimg_last_error());
+        return gimg_fail(rd, "kernel file '%.200s': %s", spec + 1, why);
+    }
     if (len > (size_t)MAX_SIDE * MAX_SIDE * 64) {
         gimg_slurp_free(buf, len);
         return gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (%zu bytes)", spec, len);

@@ -7,9 +7,11 @@
  * statistics are asked for, the exact histogram (one bin per value) is
  * counted anyway, and the moments follow from it exactly, so the fast path
  * makes one pass instead of two.
- * Float: double sums in fixed blocks of rows (stats_internal.h), the
+ * Float: double sums of v - K and (v - K)^2, K a sample of the channel
+ * (gimg_moments_shift), in fixed blocks of rows (stats_internal.h), the
  * blocks added in row order; the reference and the fast path use the same
- * blocks and give the same doubles.
+ * blocks and give the same doubles. The shift keeps the variance clear of
+ * the cancellation of sum v^2 - sum v * mean.
  */
 #include "gimg_stats.h"
 #include "gimg_hist.h"
@@ -155,7 +157,8 @@ static void moments_init(gimg_moments *m)
 }
 
 /* Adds part into total, channel by channel (float sums: total + part, so
- * adding blocks in order fixes the order of the additions). */
+ * adding blocks in order fixes the order of the additions; both are about
+ * the same shift, which stays the total's). */
 static void moments_add(gimg_moments *t, const gimg_moments *p)
 {
     for (int c = 0; c < 4; c++) {
@@ -173,8 +176,30 @@ static void moments_add(gimg_moments *t, const gimg_moments *p)
     }
 }
 
+void gimg_moments_shift(const gimg_image *im, double shift[4])
+{
+    for (int c = 0; c < 4; c++)
+        shift[c] = 0;
+    if (im->sample != GIMG_F32)
+        return;
+    const int C = im->channels;
+    const size_t n = (size_t)im->width * (size_t)C;
+    int found[4] = {0}, missing = C;
+    for (int y = 0; y < im->height && missing; y++) {
+        const float *row = (const float *)gimg_row(im, y);
+        for (size_t i = 0; i < n && missing; i++) {
+            const int c = (int)(i % (size_t)C);
+            if (!found[c] && isfinite(row[i])) {
+                shift[c] = row[i];
+                found[c] = 1;
+                missing--;
+            }
+        }
+    }
+}
+
 /* Rows [y0, y1) of an image, sample by sample: the reference, and the float
- * blocks of the fast path. */
+ * blocks of the fast path. Float sums are about m->shift. */
 static void moments_rows(const gimg_image *im, int y0, int y1, gimg_moments *m)
 {
     const int C = im->channels;
@@ -195,8 +220,9 @@ static void moments_rows(const gimg_image *im, int y0, int y1, gimg_moments *m)
                     continue;
                 }
                 v = f;
-                m->fsum[c] += v;
-                m->fsumsq[c] += v * v; /* exact: a float squared fits a double */
+                const double d = v - m->shift[c];
+                m->fsum[c] += d;
+                m->fsumsq[c] += d * d;
             } else {
                 uint64_t u = im->sample == GIMG_U8 ? row[i] : ((const uint16_t *)row)[i];
                 m->isum[c] += u;
@@ -215,12 +241,14 @@ static void moments_rows(const gimg_image *im, int y0, int y1, gimg_moments *m)
 void gimg_moments_ref(const gimg_image *im, gimg_moments *m)
 {
     moments_init(m);
+    gimg_moments_shift(im, m->shift);
     /* Floats block by block (stats_internal.h); integers are exact in any
      * order, and go through the same loop. */
     const int rows = gimg_stats_block_rows(im->width, im->channels);
     for (int y = 0; y < im->height; y += rows) {
         gimg_moments part;
         moments_init(&part);
+        memcpy(part.shift, m->shift, sizeof part.shift);
         moments_rows(im, y, y + rows < im->height ? y + rows : im->height, &part);
         moments_add(m, &part);
     }
@@ -379,7 +407,9 @@ void gimg_moments_fast(const gimg_image *im, gimg_moments *m)
             m->count[c] = (uint64_t)im->width * (uint64_t)H;
         return;
     }
-    /* Float: the reference's blocks, in parallel, added in order. */
+    /* Float: the reference's blocks (about the same shift), in parallel,
+     * added in order. */
+    gimg_moments_shift(im, m->shift);
     const int rows = gimg_stats_block_rows(im->width, im->channels);
     const int blocks = (H + rows - 1) / rows;
     gimg_moments *parts = malloc((size_t)blocks * sizeof *parts);
@@ -391,6 +421,7 @@ void gimg_moments_fast(const gimg_image *im, gimg_moments *m)
     for (int b = 0; b < blocks; b++) {
         int y = b * rows;
         moments_init(&parts[b]);
+        memcpy(parts[b].shift, m->shift, sizeof m->shift);
         moments_rows(im, y, y + rows < H ? y + rows : H, &parts[b]);
     }
     for (int b = 0; b < blocks; b++)
@@ -410,17 +441,15 @@ void gimg_stats_finish(const gimg_moments *m, int C, gimg_sample sample, gimg_st
     out->channels = C;
     out->sample = sample;
     /* "all" as a fifth channel: integer sums in 128 bits (four channels of
-     * 16-bit squares can pass 2^64), float sums added in channel order. */
+     * 16-bit squares can pass 2^64); float channels merged below. */
     unsigned __int128 isum[5] = {0}, isumsq[5] = {0};
-    double fsum[5] = {0}, fsumsq[5] = {0}, mn[5], mx[5];
+    double mn[5], mx[5];
     uint64_t count[5] = {0}, nan[5] = {0}, inf[5] = {0};
     mn[C] = INFINITY;
     mx[C] = -INFINITY;
     for (int c = 0; c < C; c++) {
         isum[c] = m->isum[c];
         isumsq[c] = m->isumsq[c];
-        fsum[c] = m->fsum[c];
-        fsumsq[c] = m->fsumsq[c];
         count[c] = m->count[c];
         nan[c] = m->nan[c];
         inf[c] = m->inf[c];
@@ -428,8 +457,6 @@ void gimg_stats_finish(const gimg_moments *m, int C, gimg_sample sample, gimg_st
         mx[c] = m->max[c];
         isum[C] += isum[c];
         isumsq[C] += isumsq[c];
-        fsum[C] += fsum[c];
-        fsumsq[C] += fsumsq[c];
         count[C] += count[c];
         nan[C] += nan[c];
         inf[C] += inf[c];
@@ -437,6 +464,46 @@ void gimg_stats_finish(const gimg_moments *m, int C, gimg_sample sample, gimg_st
             mn[C] = mn[c];
         if (mx[c] > mx[C])
             mx[C] = mx[c];
+    }
+    /*
+     * Float: channel c's sums S1, S2 are of d = v - K_c. Its mean is
+     * K_c + S1/n and n times its variance M2 = S2 - S1 * S1/n, both free of
+     * cancellation while K_c lies near the data. "All" merges the channels
+     * (Chan et al.) in channel order about K0, the shift of the first
+     * channel with samples: dm_c = (K_c - K0) + S1/n is the channel's mean
+     * less K0, dm = sum n_c dm_c / N the image's, and
+     * M2 = sum (M2_c + n_c (dm_c - dm)^2).
+     */
+    double fsum[5] = {0}, fmean[5] = {0}, dmean[5] = {0}, m2[5] = {0};
+    if (sample == GIMG_F32) {
+        double k0 = 0;
+        int have_k0 = 0;
+        for (int c = 0; c < C; c++) {
+            const uint64_t n = count[c];
+            if (!n)
+                continue;
+            if (!have_k0) {
+                k0 = m->shift[c];
+                have_k0 = 1;
+            }
+            const double s1 = m->fsum[c], s2 = m->fsumsq[c], d1 = s1 / (double)n;
+            fsum[c] = m->shift[c] * (double)n + s1;
+            fmean[c] = m->shift[c] + d1;
+            m2[c] = s2 - s1 * d1;
+            if (!(m2[c] > 0))
+                m2[c] = 0;
+            dmean[c] = (m->shift[c] - k0) + d1;
+            fsum[C] += fsum[c];
+            dmean[C] += (double)n * dmean[c];
+        }
+        if (count[C])
+            dmean[C] /= (double)count[C];
+        for (int c = 0; c < C; c++)
+            if (count[c]) {
+                const double dd = dmean[c] - dmean[C];
+                m2[C] += m2[c] + (double)count[c] * dd * dd;
+            }
+        fmean[C] = k0 + dmean[C];
     }
     for (int c = 0; c <= C; c++) {
         gimg_channel_stats *s = &out->ch[c];
@@ -455,9 +522,8 @@ void gimg_stats_finish(const gimg_moments *m, int C, gimg_sample sample, gimg_st
         }
         if (sample == GIMG_F32) {
             s->sum = fsum[c];
-            s->mean = fsum[c] / (double)n;
-            double var = (fsumsq[c] - fsum[c] * s->mean) / (double)n;
-            s->stddev = var > 0 ? sqrt(var) : 0;
+            s->mean = fmean[c];
+            s->stddev = sqrt(m2[c] / (double)n);
         } else {
             /* Exact: sum < 2^53 converts without rounding; n * sumsq - sum^2
              * is n^2 times the variance, an exact non-negative integer. */
@@ -705,7 +771,8 @@ static gimg_status order_float(const gimg_image *im, const gimg_stats_opts *o, g
  * One upload, then the reduction (moments of a, or the comparison of a with
  * b) and, when h is given, the exact histogram of a (the histogram kernel,
  * one bin per value) on the same device image; the results come back.
- * Device scratch: the reduction's (zeroed, as the kernel expects), its
+ * The moments' float sums are about the shifts the CPU takes
+ * (gimg_moments_shift, from the host image). Device scratch: the reduction's (zeroed, as the kernel expects), its
  * result, the histogram's counters.
  */
 static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
@@ -736,12 +803,16 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
         e = cudaMemsetAsync(d_scratch, 0, scratch, g->stream);
     if (!e)
         e = cudaEventRecord(g->ev_start, g->stream);
+    double shift[4] = {0};
+    if (!b)
+        gimg_moments_shift(a, shift);
     if (!e)
         e = b ? gimg_cuda_diff(d_a.d_data, d_a.pitch_bytes, d_b.d_data, d_b.pitch_bytes,
                                a->width, a->height, a->channels, (int)a->sample, d_scratch,
                                d_out, 0, g->stream)
               : gimg_cuda_moments(d_a.d_data, d_a.pitch_bytes, a->width, a->height,
-                                  a->channels, (int)a->sample, d_scratch, d_out, 0, g->stream);
+                                  a->channels, (int)a->sample, shift, d_scratch, d_out, 0,
+                                  g->stream);
     if (!e && h) {
         gimg_cuda_hist_map map = {0};
         map.mode = a->sample == GIMG_U8 ? GIMG_CUDA_HIST_IDENT : GIMG_CUDA_HIST_SHIFT;

@@ -156,4 +156,172 @@ why=""
 [ ! -s stderr.txt ] || why="progress or noise on a non-terminal stderr"
 result progress-not-on-pipe "$why"
 
+# ------------------------------------------------------------ -o DIR/ details
+# One input with -o DIR/ goes into the folder; a missing DIR/ is made (with
+# its parents), but not when the run is refused before any work.
+mkdir one
+"$PROG" --op rot90 -o one/ in/a.png 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+[ -z "$why" ] && why=$(same one/a.png ref/a.pam)
+result batch-dir-one-input "$why"
+"$PROG" --op rot90 -o new/deep/ -f pam in/a.png in/b.pgm 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+[ -z "$why" ] && { why=$(same new/deep/a.pam ref/a.pam) && why=$(same new/deep/b.pam ref/b.pam); }
+result batch-dir-made "$why"
+"$PROG" -o never/ x/one/same.png x/two/same.png 2>/dev/null
+why=""
+[ -e never ] && why="a refused run made its output folder"
+result batch-dir-not-made-when-refused "$why"
+
+# ------------------------------------------------------------ other tools
+# gconv shares the driver: a batch equals one-at-a-time runs, and a stream
+# is convolved frame by frame (not just its first image).
+GCONV=$BIN/gconv GSTATS=$BIN/gstats GHIST=$BIN/ghist
+mkdir cref cout
+for f in in/a.png in/b.pgm in/c.pam in/d.jpg in/e.png; do
+    name=${f##*/}
+    "$GCONV" -k box:1 "$f" "cref/${name%.*}.pam" || fail setup "gconv reference for $f"
+done
+"$GCONV" -k box:1 -o cout/ -f pam in/a.png in/b.pgm in/c.pam in/corrupt.ppm in/d.jpg \
+    in/e.png >stdout.bin 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 1 ] || why="exit status $rc, expected 1 ($(head -c 200 stderr.txt | tr '\n' ' '))"
+[ -z "$why" ] && { grep -q '^gconv: in/corrupt.ppm: ' stderr.txt || why="the corrupt file is not named: $(head -c 300 stderr.txt)"; }
+[ -z "$why" ] && { [ ! -s stdout.bin ] || why="wrote to stdout"; }
+if [ -z "$why" ]; then
+    for n in a b c d e; do why=$(same "cout/$n.pam" "cref/$n.pam") || break; done
+fi
+result gconv-batch-dir "$why"
+find in -name '[ab].*' -print0 | "$GCONV" -k box:1 --files-from - -0 -o 'cout/%f-%i.pam' 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+[ -z "$why" ] && { why=$(same cout/a-*.pam cref/a.pam) && why=$(same cout/b-*.pam cref/b.pam); }
+result gconv-files-from-pattern "$why"
+for f in s1.ppm s2.pgm s3.pam; do "$GCONV" -k box:1 "$f" -; done >cwant.pnm
+"$GCONV" -k box:1 - - <stream.pnm >cgot.pnm 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+[ -z "$why" ] && { cmp -s cgot.pnm cwant.pnm || why="the output stream differs from the frames convolved one by one ($(wc -c <cgot.pnm) bytes, want $(wc -c <cwant.pnm))"; }
+result gconv-stream "$why"
+
+# Report tools: one report per input, in input order, and a failing input
+# named while the others are still reported.
+"$GSTATS" --csv -s mean in/a.png in/corrupt.ppm in/b.pgm >stats.csv 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 1 ] || why="exit status $rc, expected 1"
+[ -z "$why" ] && { grep -q '^gstats: in/corrupt.ppm: ' stderr.txt || why="message: $(head -c 200 stderr.txt)"; }
+[ -z "$why" ] && { [ "$(cut -d, -f1 stats.csv | grep '^in/' | uniq | tr '\n' ' ')" = "in/a.png in/b.pgm " ] || why="reports: $(cut -d, -f1 stats.csv | uniq | tr '\n' ' ')"; }
+[ -z "$why" ] && { "$GSTATS" --csv -s mean in/b.pgm | tail -n +2 >b.csv; grep -qxFf b.csv stats.csv && [ "$(grep -cxFf b.csv stats.csv)" -eq "$(wc -l <b.csv)" ] || why="the batch's report of in/b.pgm differs from its own"; }
+result gstats-one-report-per-input "$why"
+"$GHIST" --csv in/a.png in/d.jpg >hist.csv 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+[ -z "$why" ] && { [ "$(cut -d, -f1 hist.csv | grep '^in/' | uniq | tr '\n' ' ')" = "in/a.png in/d.jpg " ] || why="not one report per input: $(cut -d, -f1 hist.csv | uniq | tr '\n' ' ')"; }
+result ghist-one-report-per-input "$why"
+mkdir eq
+"$GHIST" --equalize eq/ in/a.png in/b.pgm >/dev/null 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+for n in a.png b.pgm; do
+    [ -z "$why" ] || break
+    "$GHIST" --equalize "eq1-$n" "in/$n" >/dev/null 2>&1 || why="ghist --equalize in/$n failed"
+    [ -z "$why" ] && why=$(same "eq/$n" "eq1-$n")
+done
+result ghist-equalize-dir "$why"
+
+# ------------------------------------------------------------ composition
+# samples/Makefile and samples/pipeline.sh on images the project makes (the
+# three formats the Makefile takes, gray and alpha among them): every
+# target equals the tools run one at a time, a second make has nothing to
+# do, a touched input remakes its own targets only, and the pipeline script
+# gives the Makefile's upright images, and a stream whose frames are what
+# flip, blur, flip give one image at a time.
+mkdir -p smp/in
+"$GEN" --seed 21 40 30 3 8 smp/in/one.png && "$GEN" --seed 22 33 21 3 8 smp/in/two.jpg &&
+    "$GEN" --seed 23 20 25 3 16 smp/in/three.ppm && "$GEN" --seed 24 17 19 4 8 smp/in/four.png ||
+    fail setup "gen failed"
+names="one two three four"
+SMAKE=(make -s -C "$ROOT/samples" IN="$T/smp/in" OUT="$T/smp/out" BIN="$BIN")
+"${SMAKE[@]}" -j2 >make.log 2>&1
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="make failed: $(tail -c 300 make.log)"
+for n in $names; do
+    [ -z "$why" ] || break
+    src=$(ls smp/in/$n.*)
+    "$GCONV" -k gaussian:2 "$src" w-blur.pam && "$PROG" --op rot90 w-blur.pam w-up.pam &&
+        "$GCONV" -k sobel --abs w-up.pam w-edges.pam || { why="the tools failed on $src"; break; }
+    why=$(same "smp/out/blur/$n.png" w-blur.pam) && why=$(same "smp/out/upright/$n.png" w-up.pam) &&
+        why=$(same "smp/out/edges/$n.png" w-edges.pam)
+    [ -z "$why" ] && { "$GSTATS" --json "$T/smp/out/upright/$n.png" | cmp -s - "smp/out/stats/$n.json" || why="stats/$n.json differs"; }
+    [ -z "$why" ] && { "$GHIST" --csv "$T/smp/out/upright/$n.png" | cmp -s - "smp/out/hist/$n.csv" || why="hist/$n.csv differs"; }
+    [ -z "$why" ] && { grep -q "upright/$n.png,all," smp/out/summary.csv || why="summary.csv lacks $n"; }
+done
+[ -z "$why" ] && { [ -z "$(find smp/out -name '*.tmp')" ] || why="temporaries left: $(find smp/out -name '*.tmp')"; }
+result samples-makefile "$why"
+why=""
+"${SMAKE[@]}" -q || why="a second make would redo work"
+if [ -z "$why" ]; then
+    sleep 1
+    touch smp/in/two.jpg
+    "${SMAKE[@]}" -n >plan.txt 2>&1
+    grep -q '/two\.' plan.txt || why="a touched input is not remade: $(head -c 300 plan.txt)"
+    grep -v -- '-s mean' plan.txt | grep -Eq '/(one|three|four)\.' &&
+        why="untouched inputs are remade: $(head -c 300 plan.txt)"
+fi
+result samples-makefile-incremental "$why"
+BIN=$BIN bash "$ROOT/samples/pipeline.sh" smp/in smp/pipe >pipe.log 2>&1
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="pipeline.sh failed: $(tail -c 300 pipe.log)"
+for n in $names; do
+    [ -z "$why" ] || break
+    why=$(same "smp/pipe/$n.png" "smp/out/upright/$n.png")
+done
+[ -z "$why" ] && { [ "$(grep -c ',all,' smp/pipe/stats.csv)" -eq 4 ] || why="stats.csv: $(head -c 200 smp/pipe/stats.csv)"; }
+if [ -z "$why" ]; then
+    (cd smp && "$PROG" --op transpose - -o 'frame%i.pam' <pipe/stream.pam) 2>stderr.txt ||
+        why="stream.pam is not a stream: $(head -c 200 stderr.txt)"
+    n_frames=$(ls smp/frame*.pam 2>/dev/null | wc -l)
+    [ -z "$why" ] && [ "$n_frames" -ne 4 ] && why="stream.pam holds $n_frames frames, not 4"
+    i=0
+    for f in smp/in/*.png smp/in/*.jpg smp/in/*.ppm; do   # pipeline.sh's order
+        [ -z "$why" ] || break
+        i=$((i + 1))
+        n=${f##*/}
+        "$PROG" --op transpose "smp/frame$i.pam" w-frame.pam &&
+            "$PROG" --op flip "$f" - | "$GCONV" -k gaussian:2 - - | "$PROG" --op flip - w-one.pam &&
+            why=$(same w-frame.pam w-one.pam) || why=${why:-"frame $i: the tools failed"}
+    done
+fi
+result samples-pipeline "$why"
+
+# ------------------------------------------------------------ the documented local spread
+# README's and gimg(7)'s local form of spreading a batch: xargs splits the
+# list into chunks of files, one gimg process per chunk, in parallel.
+mkdir -p spread/in spread/out
+for i in 01 02 03 04 05 06 07; do cp in/a.png "spread/in/p$i.png"; done
+cp in/b.pgm "spread/in/with space.pgm"
+(cd spread && find in -type f -print0 | xargs -0 -n 3 -P 2 "$PROG" --op rot90 -j 1 -o out/ -f pam) 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+[ -z "$why" ] && { [ "$(ls spread/out | wc -l)" -eq 8 ] || why="outputs: $(ls spread/out | tr '\n' ' ')"; }
+for i in 01 02 03 04 05 06 07; do
+    [ -z "$why" ] || break
+    why=$(same "spread/out/p$i.pam" ref/a.pam)
+done
+[ -z "$why" ] && why=$(same "spread/out/with space.pam" ref/b.pam)
+result spread-xargs-local "$why"
+
 exit $failed

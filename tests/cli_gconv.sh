@@ -146,6 +146,11 @@ spec_error too-many-params 'sobel:3' 'takes no parameters'
 printf '1 2\n3\n' >ragged.txt
 spec_error file-ragged @ragged.txt 'ragged rows'
 expect_fail spec-file-missing 1 e -- timeout 10 "$GC" -k @no-such-file.txt fifo e/out.png
+grep -q "kernel file 'no-such-file.txt': " stderr.txt ||
+    fail spec-file-missing-message "the file is not named: $(head -c 200 stderr.txt)"
+: >empty.txt
+spec_error file-empty @empty.txt 'empty kernel'
+spec_error file-no-name @ 'no file name'
 expect_fail usage-no-kernel 2 e -- timeout 10 "$GC" fifo e/out.png
 expect_fail usage-bad-border 2 e -- timeout 10 "$GC" -k box:1 --border repeat fifo e/out.png
 expect_fail usage-bad-alpha 2 e -- timeout 10 "$GC" -k box:1 --alpha none fifo e/out.png
@@ -165,6 +170,125 @@ done
 result help "$why"
 
 # ------------------------------------------------------------ cross-checks
+# An independent model in numpy (when some python3 has it): float images
+# through gconv against direct sums over numpy's padding modes (edge,
+# symmetric, reflect, wrap, constant are clamp, mirror, reflect, wrap,
+# zero), for custom kernels odd and even, convolved and correlated, every
+# named kernel from its documented definition, --normalize, --scale,
+# --bias, --abs, a chain, and a 127x127 kernel file.
+npy=""
+for p in python3 /usr/bin/python3; do
+    command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null && { npy=$p; break; }
+done
+if [ -n "$npy" ]; then
+    why=$(GC="$GC" "$npy" - 2>&1 <<'PYEOF'
+import os, subprocess
+import numpy as np
+GC = os.environ["GC"]
+rng = np.random.default_rng(5)
+def write_pfm(path, a):
+    H, W, C = a.shape
+    with open(path, "wb") as f:
+        f.write(b"PF\n" if C == 3 else b"Pf\n")
+        f.write(b"%d %d\n-1.0\n" % (W, H))
+        f.write(np.ascontiguousarray(a[::-1]).astype("<f4").tobytes())
+def read_pfm(path):
+    head, dims, scale, data = open(path, "rb").read().split(b"\n", 3)
+    W, H = map(int, dims.split())
+    C = 3 if head == b"PF" else 1
+    a = np.frombuffer(data, dtype="<f4" if float(scale) < 0 else ">f4").reshape(H, W, C)
+    return a[::-1].astype(np.float64)
+MODES = {"clamp": "edge", "mirror": "symmetric", "reflect": "reflect", "wrap": "wrap",
+         "zero": "constant"}
+def correlate(a, k, ax, ay, border):
+    """out(x, y) = sum k[i][j] in(x + j - ax, y + i - ay), straight from the definition."""
+    H, W, _ = a.shape
+    p = max(k.shape) + 1
+    b = np.pad(a, ((p, p), (p, p), (0, 0)), mode=MODES[border])
+    out = np.zeros_like(a)
+    for i in range(k.shape[0]):
+        for j in range(k.shape[1]):
+            out += k[i, j] * b[p + i - ay:p + i - ay + H, p + j - ax:p + j - ax + W]
+    return out
+def convolve(a, k, border):
+    """True convolution: out(x, y) = sum k[i][j] in(x - (j - ax), y - (i - ay)),
+    the anchor at the written kernel's centre, rounded up-left."""
+    kh, kw = k.shape
+    return correlate(a, k[::-1, ::-1], kw - 1 - (kw - 1) // 2, kh - 1 - (kh - 1) // 2, border)
+bad = []
+def check(name, args, a, want):
+    write_pfm("np-in.pfm", a)
+    r = subprocess.run([GC] + args + ["np-in.pfm", "np-out.pfm"], capture_output=True, text=True)
+    if r.returncode:
+        bad.append("%s: exit %d %s" % (name, r.returncode, r.stderr[:100]))
+        return
+    got = read_pfm("np-out.pfm")
+    err = np.max(np.abs(got - want)) / (1 + np.max(np.abs(want)))
+    if not err < 1e-5:
+        bad.append("%s: relative error %.3g" % (name, err))
+def spec_of(k):
+    return "; ".join(" ".join("%g" % v for v in row) for row in k)
+a = (rng.random((19, 23, 3)) * 100).astype(np.float32).astype(np.float64)
+for kh, kw in [(3, 3), (1, 4), (4, 2), (5, 3), (2, 6), (9, 30), (25, 1)]:
+    k = rng.integers(-5, 6, (kh, kw)).astype(np.float64)
+    for border in MODES:
+        check("correlate %dx%d %s" % (kh, kw, border), ["-k", spec_of(k), "--correlate", "--border", border],
+              a, correlate(a, k, (kw - 1) // 2, (kh - 1) // 2, border))
+        check("convolve %dx%d %s" % (kh, kw, border), ["-k", spec_of(k), "--border", border],
+              a, convolve(a, k, border))
+FIXED = {"sharpen": [[0, -1, 0], [-1, 5, -1], [0, -1, 0]], "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],
+         "emboss": [[-2, -1, 0], [-1, 1, 1], [0, 1, 2]], "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],
+         "sobel-x": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], "sobel-y": [[-1, -2, -1], [0, 0, 0], [1, 2, 1]],
+         "scharr-x": [[-3, 0, 3], [-10, 0, 10], [-3, 0, 3]], "scharr-y": [[-3, -10, -3], [0, 0, 0], [3, 10, 3]],
+         "prewitt-x": [[-1, 0, 1], [-1, 0, 1], [-1, 0, 1]], "prewitt-y": [[-1, -1, -1], [0, 0, 0], [1, 1, 1]]}
+for name, k in FIXED.items():
+    for extra in ([], ["--correlate"]):
+        check(name + " " + " ".join(extra), ["-k", name, "--border", "reflect"] + extra, a,
+              correlate(a, np.array(k, float), 1, 1, "reflect"))
+for name in ("sobel", "scharr", "prewitt"):
+    gx = correlate(a, np.array(FIXED[name + "-x"], float), 1, 1, "mirror")
+    gy = correlate(a, np.array(FIXED[name + "-y"], float), 1, 1, "mirror")
+    check(name, ["-k", name, "--border", "mirror"], a, np.sqrt(gx * gx + gy * gy))
+def gauss(s, r):
+    x = np.arange(-r, r + 1)
+    g = np.exp(-x * x / (2.0 * s * s))
+    return g / g.sum()
+for s, r in [(2, None), (0.7, None), (1.5, 2)]:
+    rr = int(np.ceil(3 * s)) if r is None else r
+    spec = "gaussian:%g" % s + ("" if r is None else ":%d" % r)
+    check(spec, ["-k", spec, "--border", "wrap"], a, correlate(a, np.outer(gauss(s, rr), gauss(s, rr)), rr, rr, "wrap"))
+for R in (0, 1, 3):
+    n = 2 * R + 1
+    check("box:%d" % R, ["-k", "box:%d" % R], a, correlate(a, np.full((n, n), 1.0 / (n * n)), R, R, "clamp"))
+for s, am in [(1, 1), (1.3, 0.5)]:
+    r = int(np.ceil(3 * s))
+    blur = correlate(a, np.outer(gauss(s, r), gauss(s, r)), r, r, "clamp")
+    check("unsharp:%g:%g" % (s, am), ["-k", "unsharp:%g:%g" % (s, am)], a, a + am * (a - blur))
+check("unsharp:1", ["-k", "unsharp:1"], a, 2 * a - correlate(a, np.outer(gauss(1, 3), gauss(1, 3)), 3, 3, "clamp"))
+for s in (1, 1.4):
+    r = int(np.ceil(3 * s))
+    x = np.arange(-r, r + 1)
+    X, Y = np.meshgrid(x, x)
+    q = (X * X + Y * Y) / (2.0 * s * s)
+    k = -1 / (np.pi * s ** 4) * (1 - q) * np.exp(-q)
+    check("log:%g" % s, ["-k", "log:%g" % s], a, correlate(a, k - k.mean(), r, r, "clamp"))
+check("scale-bias-abs", ["-k", "1 -2 0.5", "--correlate", "--scale", "0.5", "--bias", "-30", "--abs"], a,
+      np.abs(correlate(a, np.array([[1, -2, 0.5]]), 1, 0, "clamp") * 0.5 - 30))
+check("normalize", ["-k", "1 2; 3 4", "--correlate", "--normalize"], a,
+      correlate(a, np.array([[1, 2], [3, 4]]) / 10.0, 0, 0, "clamp"))
+check("chain", ["-k", "1 2 -1", "-k", "0.5;1;3;2", "--correlate", "--border", "reflect"], a,
+      correlate(correlate(a, np.array([[1, 2, -1]]), 1, 0, "reflect"), np.array([[0.5], [1], [3], [2]]), 0, 1, "reflect"))
+k = rng.integers(0, 10, (127, 127)).astype(np.float64)
+with open("k127.txt", "w") as f:
+    f.write("# a 127x127 kernel\n" + "\n".join(" ".join("%d" % v for v in row) for row in k) + "\n")
+check("127x127 file", ["-k", "@k127.txt", "--border", "mirror"], a[..., :1], convolve(a[..., :1], k, "mirror"))
+print("; ".join(bad[:5]))
+PYEOF
+)
+    result numpy-model "$why"
+else
+    skip numpy-model "no python3 with numpy"
+fi
 if command -v vips >/dev/null 2>&1; then
     # vips conv with an integer mask and scale 1 sums exactly and clamps, as
     # we do; its edges are copied like --border clamp.
@@ -177,16 +301,33 @@ if command -v vips >/dev/null 2>&1; then
 else
     skip vips-conv-integer "vips is not installed"
 fi
-if command -v convert >/dev/null 2>&1 && convert -version 2>/dev/null | grep -q ImageMagick; then
+IM=convert
+[ -x /usr/bin/convert ] && IM=/usr/bin/convert # /usr/local/bin may hold a stand-in
+if command -v "$IM" >/dev/null 2>&1 && "$IM" -version 2>/dev/null | grep -q ImageMagick; then
     # ImageMagick's -morphology Convolve is true convolution: a kernel whose
     # only tap is at the bottom-left moves the image up and right, the same
     # as ours; a virtual-pixel edge is --border clamp.
     "$GEN" --seed 9 23 17 3 8 im.ppm
     why=""
-    convert im.ppm -virtual-pixel edge -morphology Convolve '3x3:0,0,0 0,0,0 1,0,0' im-out.ppm 2>err.txt ||
+    "$IM" im.ppm -virtual-pixel edge -morphology Convolve '3x3:0,0,0 0,0,0 1,0,0' im-out.ppm 2>err.txt ||
         why="convert failed: $(head -c 200 err.txt)"
     [ -z "$why" ] && { "$GC" -k '0 0 0; 0 0 0; 1 0 0' im.ppm gc-out.ppm && why=$(same gc-out.ppm im-out.ppm) || true; }
     result imagemagick-convolve "$why"
+    # Even sizes and the borders ImageMagick has (edge, mirror, tile and
+    # black are clamp, mirror, wrap and zero): integer kernels sum exactly
+    # in both, so the 8-bit images must be identical.
+    "$GEN" --seed 10 29 19 1 8 im.pgm
+    for b in edge:clamp mirror:mirror tile:wrap black:zero; do
+        for k in '4x3:1,-2,0,3 0,1,2,-1 1,0,0,-1' '2x2:1,2 -1,1' '1x6:1 0 0 0 0 0' '7x1:0,0,0,0,0,0,1'; do
+            spec=$(printf '%s' "${k#*:}" | sed 's/ /;/g; s/,/ /g')
+            [ "${k%%:*}" = 1x6 ] && spec='1;0;0;0;0;0'
+            why=""
+            "$IM" im.pgm -virtual-pixel "${b%%:*}" -define convolve:scale=1 -morphology Convolve "$k" \
+                -depth 8 pgm:im-out.pgm 2>err.txt || why="convert failed: $(head -c 200 err.txt)"
+            [ -z "$why" ] && { "$GC" -k "$spec" --border "${b#*:}" im.pgm gc-out.pgm && why=$(same gc-out.pgm im-out.pgm) || true; }
+            result "imagemagick-${b#*:}-${k%%:*}" "$why"
+        done
+    done
 else
     skip imagemagick-convolve "ImageMagick is not installed"
 fi

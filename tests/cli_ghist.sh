@@ -191,11 +191,33 @@ result equalize-per-channel-monotonic "$why"
 
 # ------------------------------------------------- several inputs, pipes
 
+# One header for several files: every row has its columns.
+cp g8.pgm g8b.pgm
 why=""
-"$GH" --csv --bins 2 g8.pgm rgb.ppm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
+"$GH" --csv --bins 2 g8.pgm g8b.pgm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
 [ -z "$why" ] && { [ "$(head -n 1 out.csv)" = "file,bin,lo,hi,gray" ] || why="header: $(head -n 1 out.csv)"; }
-[ -z "$why" ] && { [ "$(grep -c '^g8.pgm,' out.csv) $(grep -c '^rgb.ppm,' out.csv)" = "5 5" ] || why="rows per file wrong"; }
+[ -z "$why" ] && { [ "$(grep -c '^g8.pgm,' out.csv) $(grep -c '^g8b.pgm,' out.csv)" = "5 5" ] || why="rows per file wrong"; }
+[ -z "$why" ] && { grep -q '^g8b.pgm,1,128,256,3$' out.csv || why="g8b.pgm's counts: $(cat out.csv)"; }
+[ -z "$why" ] && { [ "$(awk -F, 'NF != 5' out.csv | wc -l)" -eq 0 ] || why="rows of another width"; }
 result csv-several-files "$why"
+# Mixed layouts: a gray header cannot hold RGB rows; rgb.ppm fails with a
+# message naming both sets, g8.pgm is still printed, no row is malformed.
+why=""
+"$GH" --csv --bins 2 g8.pgm rgb.ppm >out.csv 2>err.txt
+rc=$?
+[ "$rc" -eq 1 ] || why="exit $rc, expected 1"
+[ -z "$why" ] && { grep -q '^ghist: rgb.ppm: .*red,green,blue.*gray' err.txt || why="stderr: $(head -c 200 err.txt)"; }
+[ -z "$why" ] && { [ "$(grep -c '^g8.pgm,' out.csv) $(grep -c '^rgb.ppm,' out.csv)" = "5 0" ] || why="rows: $(cat out.csv)"; }
+[ -z "$why" ] && { [ "$(awk -F, 'NF != 5' out.csv | wc -l)" -eq 0 ] || why="rows of another width: $(cat out.csv)"; }
+result csv-several-files-mixed-layouts "$why"
+# ... and with -c luma, which every image has, both are counted: luma of
+# (10,20,30) = 19, (10,200,30) = 148, (255,20,0) = 68.
+why=""
+"$GH" --csv --bins 2 -c luma g8.pgm rgb.ppm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
+[ -z "$why" ] && { [ "$(head -n 1 out.csv)" = "file,bin,lo,hi,luma" ] || why="header: $(head -n 1 out.csv)"; }
+[ -z "$why" ] && { grep -q '^g8.pgm,0,0,128,5$' out.csv && grep -q '^rgb.ppm,0,0,128,2$' out.csv &&
+    grep -q '^rgb.ppm,1,128,256,1$' out.csv || why="counts: $(cat out.csv)"; }
+result csv-several-files-common-luma "$why"
 
 why=""
 "$GEN" --seed 5 40 30 4 16 - | "$GH" --json - >out.json 2>err.txt || why="exit $?: $(head -c 200 err.txt)"

@@ -11,9 +11,11 @@
 # One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
 # GIMG_TEST_SLOW=1 (tests/valgrind.sh sets it) skips the timing checks.
 #
-# The tools share their reading, writing and error paths (lib/driver.c),
-# so these run against gtranspose; a tool's own option parsing is fuzzed
-# (tests/fuzz/) and its own errors are in its tests/cli_g*.sh.
+# The tools share the library's reading and writing (gtranspose also its
+# driver, lib/driver.c), so most of these run against gtranspose; the
+# section "the other tools" puts gconv, ghist and gstats through a sample
+# of each kind. A tool's own option parsing is fuzzed (tests/fuzz/) and its
+# own errors are in its tests/cli_g*.sh.
 TOOL=gtranspose
 . "$(dirname "$0")/cli_lib.sh"
 export LC_ALL=C
@@ -371,5 +373,71 @@ if ${CC:-cc} -shared -fPIC -o stall.so stall.c -ldl 2>cc.txt; then
 else
     skip signal-mid-write "cannot build the write() shim: $(head -c 100 cc.txt)"
 fi
+
+# ------------------------------------------------- the other tools
+# gconv, ghist and gstats read and write through the same library, but each
+# has its own main(): one truncated, one corrupt and one huge file of every
+# format family must be refused cleanly by each of them too (exit 1, the
+# file named, nothing on stdout, no output file).
+other_refusal() {
+    local tool=$1 file=$2 rc
+    shift 2
+    case $tool in
+        gconv) timeout 20 "$BIN/gconv" -k box:1 "$file" e/out.pam ;;
+        ghist) timeout 20 "$BIN/ghist" --equalize e/out.pam "$file" ;;
+        gstats) timeout 20 "$BIN/gstats" "$file" ;;
+    esac >stdout.bin 2>stderr.txt
+    rc=$?
+    if [ "$rc" -ne 1 ]; then
+        echo "exit status $rc ($(head -c 150 stderr.txt | tr '\n' ' '))"
+    elif ! grep -qF "$tool: $file: " stderr.txt; then
+        echo "message does not name $file: $(head -c 150 stderr.txt | tr '\n' ' ')"
+    elif [ -s stdout.bin ]; then
+        echo "wrote to stdout"
+    elif [ -n "$(ls -A e)" ]; then
+        echo "left $(ls -A e | tr '\n' ' ')"
+    fi
+    rm -f e/* e/.[!.]* 2>/dev/null
+}
+for tool in gconv ghist gstats; do
+    if [ ! -x "$BIN/$tool" ]; then
+        fail "other-$tool" "$BIN/$tool is missing"
+        continue
+    fi
+    why=""
+    for f in corpus/decode/png-c3-d8 corpus/decode/jpeg-q50-420 corpus/decode/bmp-rgb \
+        corpus/decode/tga-rle-c3 corpus/decode/hdr-rle corpus/decode/pam-c4-d16 \
+        corpus/decode/pfm-gray corpus/decode/ppm-d16; do
+        [ -f "$f" ] || { why="$f is missing from the corpus"; break; }
+        base=${f##*/}
+        n=$(size_of "$f")
+        head -c $((n / 2)) "$f" >"cut-$base"
+        w=$(other_refusal "$tool" "cut-$base") || true
+        rm -f "cut-$base"
+        [ -n "$w" ] && { why="cut-$base: $w"; break; }
+    done
+    result "other-$tool-truncated" "$why"
+    why=""
+    for f in corpus/decode/huge-png-60000x60000 corpus/decode/huge-jpeg-65535x65535 \
+        corpus/decode/huge-pgm-side-20000000x1 corpus/decode/negative-bmp-width; do
+        [ -f "$f" ] || { why="$f is missing from the corpus"; break; }
+        w=$(other_refusal "$tool" "$f")
+        [ -n "$w" ] && { why="$f: $w"; break; }
+    done
+    result "other-$tool-huge" "$why"
+    # A full disk on standard output: exit 1 and a message, never 0.
+    if [ -w /dev/full ]; then
+        case $tool in
+            gconv) timeout 20 "$BIN/gconv" -k box:1 big.ppm - ;;
+            ghist) timeout 20 "$BIN/ghist" big.ppm ;;
+            gstats) timeout 20 "$BIN/gstats" big.ppm ;;
+        esac >/dev/full 2>stderr.txt
+        rc=$?
+        why=""
+        [ "$rc" -eq 1 ] || why="exit status $rc"
+        [ -z "$why" ] && { grep -q "^$tool: standard output: " stderr.txt || why="message: $(head -c 150 stderr.txt)"; }
+        result "other-$tool-dev-full" "$why"
+    fi
+done
 
 exit $failed

@@ -5,9 +5,12 @@
  * Tolerance rule: 8/16-bit results are exact integers, so the raw sums
  * (gimg_moments, gimg_diff_sums) must equal the reference's byte for byte,
  * and so must the statistics derived from them. Float: counts, NaN and
- * infinity counts, min, max and max |d| exactly; sums within 1e-12 of the
- * sum of magnitudes (the GPU adds in another fixed order); and the GPU must
- * repeat its own doubles bit for bit from run to run. The device result and
+ * infinity counts, min, max, max |d| and the moments' shifts K exactly;
+ * sums (of v - K and (v - K)^2 for the moments) within 1e-12 of the sum of
+ * magnitudes (the GPU adds in another fixed order); mean and stddev within
+ * 1e-12 relative, data far from zero with a small spread included (where
+ * sums of v and v^2 would cancel); and the GPU must repeat its own doubles
+ * bit for bit from run to run. The device result and
  * the partials are poisoned before every launch (the counter that finds the
  * last block is left zeroed, as the kernels leave it), so a field the
  * kernel failed to write, or a partial read before it was written, shows.
@@ -50,18 +53,29 @@ static void fill(gimg_image *im, uint64_t seed)
     }
 }
 
-static double magnitude_sum(const gimg_image *im, int c, int squares)
+/* The sum of |v - k| or of (v - k)^2 over channel c's finite samples. */
+static double magnitude_sum(const gimg_image *im, int c, double k, int squares)
 {
     double s = 0;
     for (int y = 0; y < im->height; y++) {
         const float *row = (const float *)gimg_row(im, y);
         for (int x = 0; x < im->width; x++) {
             float v = row[x * im->channels + c];
-            if (isfinite(v))
-                s += squares ? (double)v * v : fabs(v);
+            if (isfinite(v)) {
+                double d = (double)v - k;
+                s += squares ? d * d : fabs(d);
+            }
         }
     }
     return s;
+}
+
+static double rel_diff(double a, double b)
+{
+    if (a == b)
+        return 0;
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    return fabs(a - b) / m;
 }
 
 static int close_to(double got, double want, double scale)
@@ -98,9 +112,11 @@ static gimg_status run_moments(const gimg_image *im, gimg_moments *m)
     gimg_status st = upload(im, 0, &d);
     if (st)
         return st;
+    double shift[4];
+    gimg_moments_shift(im, shift); /* the CPU's shifts */
     GIMG_CUDA(poison(sizeof *m));
     GIMG_CUDA(gimg_cuda_moments(d.d_data, d.pitch_bytes, im->width, im->height, im->channels,
-                                (int)im->sample, g_scratch,
+                                (int)im->sample, shift, g_scratch,
                                 (gimg_moments *)(g_scratch + gimg_cuda_stats_scratch_bytes()), 0,
                                 g_gpu->stream));
     return fetch(m, sizeof *m);
@@ -144,16 +160,29 @@ static void check_moments(const gimg_image *im, const char *what)
               (unsigned long long)got.inf[c], (unsigned long long)ref.count[c],
               (unsigned long long)ref.nan[c], (unsigned long long)ref.inf[c]);
         CHECK(ref.min[c] == got.min[c] && ref.max[c] == got.max[c] && got.isum[c] == 0 &&
-                  got.isumsq[c] == 0, "%s ch %d: min %g vs %g, max %g vs %g", what, c,
-              got.min[c], ref.min[c], got.max[c], ref.max[c]);
-        double mag = c < im->channels ? magnitude_sum(im, c, 0) : 0;
-        double sq = c < im->channels ? magnitude_sum(im, c, 1) : 0;
+                  got.isumsq[c] == 0 && ref.shift[c] == got.shift[c],
+              "%s ch %d: min %g vs %g, max %g vs %g, shift %.9g vs %.9g", what, c, got.min[c],
+              ref.min[c], got.max[c], ref.max[c], got.shift[c], ref.shift[c]);
+        double mag = c < im->channels ? magnitude_sum(im, c, ref.shift[c], 0) : 0;
+        double sq = c < im->channels ? magnitude_sum(im, c, ref.shift[c], 1) : 0;
         CHECK(close_to(got.fsum[c], ref.fsum[c], mag) && close_to(got.fsumsq[c], ref.fsumsq[c], sq),
               "%s ch %d: sums %.17g %.17g vs %.17g %.17g", what, c, got.fsum[c], got.fsumsq[c],
               ref.fsum[c], ref.fsumsq[c]);
     }
     CHECK(run_moments(im, &again) == GIMG_OK && memcmp(&got, &again, sizeof got) == 0,
           "%s: a second run gives other doubles", what);
+    /* The statistics the two sets of sums give. */
+    gimg_stats sref, sgot;
+    gimg_stats_finish(&ref, im->channels, im->sample, &sref);
+    gimg_stats_finish(&got, im->channels, im->sample, &sgot);
+    for (int c = 0; c <= im->channels; c++) {
+        const gimg_channel_stats *r = &sref.ch[c], *g = &sgot.ch[c];
+        CHECK(r->count == g->count &&
+                  (!r->count || (rel_diff(r->mean, g->mean) <= 1e-12 &&
+                                 rel_diff(r->stddev, g->stddev) <= 1e-12)),
+              "%s ch %d: mean %.17g vs %.17g, stddev %.17g vs %.17g", what, c, g->mean, r->mean,
+              g->stddev, r->stddev);
+    }
 }
 
 static void check_diff(const gimg_image *a, const gimg_image *b, const char *what)
@@ -253,6 +282,63 @@ static void test_extremes(void)
         }
 }
 
+/* Float data far from zero with a small spread (1000 +- 0.01, 1e6 +- 0.5,
+ * NaN and infinities among them), the first samples NaN: the shifted sums,
+ * GPU against CPU, and the stddev against a two-pass long double one. */
+static void test_offset_floats(void)
+{
+    static const double base[2] = {1000, 1e6}, spread[2] = {0.01, 0.5};
+    for (int b = 0; b < 2; b++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            const int w = g_small ? 97 : 1531, h = g_small ? 61 : 777;
+            CHECK(gimg_image_alloc(&im, w, h, c, GIMG_F32) == GIMG_OK, "alloc");
+            uint64_t state = 99 + 10 * b + c;
+            for (int y = 0; y < h; y++) {
+                float *row = (float *)gimg_row(&im, y);
+                for (int i = 0; i < w * c; i++) {
+                    uint64_t r = testimg_next(&state);
+                    double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
+                    row[i] = (float)(base[b] + spread[b] * (2 * u - 1) + 0.1 * spread[b] * (i % c));
+                    if (r % 97 == 0)
+                        row[i] = NAN;
+                    else if (r % 89 == 0)
+                        row[i] = r & 1 ? INFINITY : -INFINITY;
+                }
+            }
+            ((float *)gimg_row(&im, 0))[0] = NAN;
+            char what[64];
+            snprintf(what, sizeof what, "offset %g c%d", base[b], c);
+            check_moments(&im, what);
+            gimg_stats st;
+            gimg_stats_opts o = {0};
+            CHECK(gimg_stats_compute_cpu(&im, &o, &st) == GIMG_OK, "%s", gimg_last_error());
+            for (int ch = 0; ch < c; ch++) {
+                long double sum = 0, ss = 0;
+                uint64_t n = 0;
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++) {
+                        float v = ((const float *)gimg_row(&im, y))[x * c + ch];
+                        if (isfinite(v)) {
+                            sum += v;
+                            n++;
+                        }
+                    }
+                long double mean = sum / n;
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++) {
+                        float v = ((const float *)gimg_row(&im, y))[x * c + ch];
+                        if (isfinite(v))
+                            ss += (v - mean) * (v - mean);
+                    }
+                double want = (double)sqrtl(ss / n);
+                CHECK(st.ch[ch].count == n && rel_diff(st.ch[ch].stddev, want) <= 1e-9,
+                      "%s ch %d: stddev %.17g, two-pass %.17g", what, ch, st.ch[ch].stddev, want);
+            }
+            gimg_image_free(&im);
+        }
+}
+
 static void test_large(void)
 {
     if (g_small)
@@ -298,9 +384,11 @@ static void test_public_path(void)
                                   ref.ch[ch].percentile[1] == got.ch[ch].percentile[1] &&
                                   ref.ch[ch].entropy == got.ch[ch].entropy &&
                                   fabs(ref.ch[ch].mean - got.ch[ch].mean) <=
-                                      1e-12 * fabs(ref.ch[ch].mean) + 1e-12,
-                              "float c%d ch %d: mean %.17g vs %.17g", c, ch, got.ch[ch].mean,
-                              ref.ch[ch].mean);
+                                      1e-12 * fabs(ref.ch[ch].mean) + 1e-12 &&
+                                  rel_diff(ref.ch[ch].stddev, got.ch[ch].stddev) <= 1e-12,
+                              "float c%d ch %d: mean %.17g vs %.17g, stddev %.17g vs %.17g", c,
+                              ch, got.ch[ch].mean, ref.ch[ch].mean, got.ch[ch].stddev,
+                              ref.ch[ch].stddev);
                 }
             }
             gimg_diff dref, dgot;
@@ -336,6 +424,7 @@ int main(int argc, char **argv)
     RUN(test_lines);
     RUN(test_awkward_sizes);
     RUN(test_extremes);
+    RUN(test_offset_floats);
     RUN(test_large);
     RUN(test_public_path);
     cudaFree(g_scratch);

@@ -11,6 +11,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <stdlib.h>
 
@@ -110,7 +111,19 @@ static void test_parse_file_text(void)
         gimg_kernel_free(&k);
         unlink(path);
         CHECK(gimg_kernel_parse(spec, 1, 0, &k) == GIMG_E_IO, "a missing file is an I/O error");
+        CHECK(strstr(gimg_last_error(), path) != NULL, "the message names the file: %s",
+              gimg_last_error());
         gimg_kernel_free(&k);
+        /* An empty file is an empty kernel (a usage error), like an empty spec. */
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        CHECK(fd >= 0, "create %s", path);
+        if (fd >= 0)
+            close(fd);
+        CHECK(gimg_kernel_parse(spec, 1, 0, &k) == GIMG_E_USAGE &&
+                  strstr(gimg_last_error(), "empty kernel"),
+              "empty file: %s", gimg_last_error());
+        gimg_kernel_free(&k);
+        unlink(path);
     }
 }
 
@@ -140,6 +153,10 @@ static void test_parse_errors(void)
         {"box:200", "out of range"},
         {"sobel:2", "takes no parameters"},
         {"log", "needs a parameter"},
+        {"@", "no file name"},
+        {"box:", "R"},
+        {"unsharp:1:x", "AMOUNT"},
+        {"1 2; 3 4; 5", "ragged rows (row 3 has 1 values, row 1 has 2)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gimg_kernel k;
@@ -203,6 +220,9 @@ static void test_named_kernels(void)
     gimg_kernel_free(&k);
     k = parse_ok("sobel", 0);
     CHECK(k.kind == GIMG_KERNEL_MAGNITUDE && k.taps_y, "sobel is a magnitude");
+    gimg_kernel_free(&k);
+    k = parse_ok(" sobel-x \t", 0);
+    CHECK(k.width == 3 && k.taps[2] == 1 && k.taps[0] == -1, "blanks around a name");
     gimg_kernel_free(&k);
     k = parse_ok("1 2 3; 4 5 6; 7 8 10", 0);
     CHECK(k.kind == GIMG_KERNEL_DENSE, "a rank-2 kernel stays dense");
@@ -480,6 +500,50 @@ static void test_types_and_epilogue(void)
     gimg_kernel_free(&k);
 }
 
+/* The fast path's 8-bit narrowing against integer arithmetic: v / 2 ties
+ * round to even, --bias clamps at both ends, --abs after --scale -1;
+ * 100 samples a row cover the vector blocks and the scalar tail. */
+static void test_u8_rounding_fast(void)
+{
+    gimg_image im;
+    gimg_image_alloc(&im, 100, 3, 1, GIMG_U8);
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 100; x++)
+            gimg_row(&im, y)[x] = (uint8_t)(x * 37 + y * 101);
+    gimg_kernel k = parse_ok("1", 0);
+    gimg_conv_opts o;
+    gimg_conv_opts_init(&o);
+    o.kernels = &k;
+    o.n_kernels = 1;
+    static const struct { float scale, bias; int absolute; } cases[] = {
+        {0.5f, 0, 0}, {1, -300, 0}, {1, 300, 0}, {-1, 0, 1}, {-1, 0, 0}, {-0.5f, 0, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        o.scale = cases[c].scale;
+        o.bias = cases[c].bias;
+        o.absolute = cases[c].absolute;
+        gimg_image out;
+        CHECK(gimg_conv_cpu(&im, &o, &out) == GIMG_OK, "%s", gimg_last_error());
+        for (int y = 0; y < 3; y++)
+            for (int x = 0; x < 100; x++) {
+                int v = gimg_row(&im, y)[x], want;
+                if (c == 0 || c == 5)
+                    want = v / 2 + (v % 2 && (v / 2) % 2); /* ties to even */
+                else if (c == 1 || c == 4)
+                    want = 0;
+                else if (c == 2)
+                    want = 255;
+                else
+                    want = v;
+                CHECK(gimg_row(&out, y)[x] == want, "case %zu: %d gives %d, want %d", c, v,
+                      gimg_row(&out, y)[x], want);
+            }
+        gimg_image_free(&out);
+    }
+    gimg_kernel_free(&k);
+    gimg_image_free(&im);
+}
+
 /* Chains stay in float: two shifts by one pixel are a shift by two, and
  * scaling by 1/3 then by 3 loses nothing to 8-bit rounding in between. */
 static void test_chains(void)
@@ -670,6 +734,7 @@ int main(void)
     RUN(test_convolve_vs_correlate);
     RUN(test_alpha_modes);
     RUN(test_types_and_epilogue);
+    RUN(test_u8_rounding_fast);
     RUN(test_chains);
     RUN(test_separable_close_to_dense);
     RUN(test_fast_path_bit_identical);

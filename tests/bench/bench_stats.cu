@@ -94,9 +94,11 @@ static int validate(gimg_gpu *g, const Layout &l, const gimg_image &h_in, const 
 {
     gimg_moments ref, got;
     gimg_moments_ref(&h_in, &ref);
+    double shift[4];
+    gimg_moments_shift(&h_in, shift);
     CK(cudaMemsetAsync(d_m, 0xA5, sizeof *d_m, g->stream));
-    CK(gimg_cuda_moments(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, d_scratch, d_m, 0,
-                         g->stream));
+    CK(gimg_cuda_moments(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, shift, d_scratch,
+                         d_m, 0, g->stream));
     CK(cudaMemcpyAsync(&got, d_m, sizeof got, cudaMemcpyDeviceToHost, g->stream));
     CK(cudaStreamSynchronize(g->stream));
     if (memcmp(&ref, &got, sizeof ref)) {
@@ -136,11 +138,11 @@ static void bench_kernels(gimg_gpu *g)
     unsigned char *d_scratch;
     const size_t scratch = gimg_cuda_stats_scratch_bytes();
     const size_t counts_bytes = 4 * (65536 + 3) * 8;
-    CK(cudaMalloc(&d_scratch, scratch + 512 + counts_bytes));
+    CK(cudaMalloc(&d_scratch, scratch + 1024 + counts_bytes));
     CK(cudaMemset(d_scratch, 0, scratch));
     gimg_moments *d_m = (gimg_moments *)(d_scratch + scratch);
-    gimg_diff_sums *d_d = (gimg_diff_sums *)(d_scratch + scratch + 256);
-    unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 512);
+    gimg_diff_sums *d_d = (gimg_diff_sums *)(d_scratch + scratch + 512);
+    unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 1024);
     unsigned long long *d_sum;
     CK(cudaMalloc(&d_sum, 8));
     for (const Layout &l : kLayouts) {
@@ -150,6 +152,8 @@ static void bench_kernels(gimg_gpu *g)
             exit(1);
         }
         testimg_fill_random(&h_in, 42 + l.channels);
+        double shift[4]; /* float sums' shifts, as the library takes them */
+        gimg_moments_shift(&h_in, shift);
         const size_t row = h_in.stride_bytes, pitch = (row + 15) & ~(size_t)15;
         const size_t bytes = pitch * kSide;
         void *d_in[kSets], *d_out;
@@ -174,7 +178,7 @@ static void bench_kernels(gimg_gpu *g)
                1.0);
         const double mom_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
-                                 d_scratch, d_m, 0, g->stream));
+                                 shift, d_scratch, d_m, 0, g->stream));
         });
         row_out("moments (stats pass)", mom_ms);
         const gimg_cuda_hist_map map = exact_map(l.sample);
@@ -185,7 +189,7 @@ static void bench_kernels(gimg_gpu *g)
         row_out("exact histogram", hist_ms);
         const double total_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
-                                 d_scratch, d_m, 0, g->stream));
+                                 shift, d_scratch, d_m, 0, g->stream));
             CK(gimg_cuda_hist(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
                               &map, d_counts, g->stream));
         });
@@ -244,7 +248,7 @@ static void bench_kernels(gimg_gpu *g)
         for (int blocks : grids) {
             const double ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
                 CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels,
-                                     (int)l.sample, d_scratch, d_m, blocks, g->stream));
+                                     (int)l.sample, shift, d_scratch, d_m, blocks, g->stream));
             });
             printf(" %d:%.0f", blocks, gb / ms * 1e3);
         }
