@@ -3,7 +3,9 @@
 #   make            libgimg and the tools (with CUDA when nvcc is found)
 #   make test       the CPU test suite (what CI runs)
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
-#                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without)
+#                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without);
+#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_TIMEOUT=400
+#                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
 #   make fuzz       libFuzzer targets (clang); make fuzz-smoke runs each a while
 #   make test-valgrind  the CLI suites under valgrind memcheck

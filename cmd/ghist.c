@@ -171,22 +171,22 @@ static void print_value(FILE *f, const settings *s, double v, int width)
         fprintf(f, " %*.0f", width, v);
 }
 
-static void print_table(const settings *s, const char *name, const gimg_image *im,
+static void print_table(FILE *f, const settings *s, const char *name, const gimg_image *im,
                         const gimg_hist *h, const selection *sel, const double *v)
 {
     const int rows = h->bins + 3;
-    printf("# %s: %dx%d, %d bins over [%.10g, %.10g%c%s%s\n", name, im->width, im->height,
+    fprintf(f, "# %s: %dx%d, %d bins over [%.10g, %.10g%c%s%s\n", name, im->width, im->height,
            h->bins, h->lo, h->hi, im->sample == GIMG_F32 ? ']' : ')',
            s->cumulative ? ", cumulative" : "", s->normalize ? ", fractions" : "");
-    printf("%6s %12s", "bin", "lo");
+    fprintf(f, "%6s %12s", "bin", "lo");
     for (int k = 0; k < sel->n; k++)
-        printf(" %12s", sel->name[k]);
-    printf("\n");
+        fprintf(f, " %12s", sel->name[k]);
+    fprintf(f, "\n");
     for (int b = 0; b < h->bins; b++) {
-        printf("%6d %12.6g", b, edge(h, b));
+        fprintf(f, "%6d %12.6g", b, edge(h, b));
         for (int k = 0; k < sel->n; k++)
-            print_value(stdout, s, v[k * rows + b], 12);
-        printf("\n");
+            print_value(f, s, v[k * rows + b], 12);
+        fprintf(f, "\n");
     }
     /* The samples outside the range, when there are any. */
     static const char *const k_outside[] = {"below", "above", "nan"};
@@ -196,254 +196,156 @@ static void print_table(const settings *s, const char *name, const gimg_image *i
             any |= v[k * rows + h->bins + o] != 0;
         if (!any)
             continue;
-        printf("%6s %12s", k_outside[o], "");
+        fprintf(f, "%6s %12s", k_outside[o], "");
         for (int k = 0; k < sel->n; k++)
-            print_value(stdout, s, v[k * rows + h->bins + o], 12);
-        printf("\n");
+            print_value(f, s, v[k * rows + h->bins + o], 12);
+        fprintf(f, "\n");
     }
 }
 
-static void print_csv_number(const settings *s, double v)
+static void print_csv_number(FILE *f, const settings *s, double v)
 {
-    putchar(',');
+    fputc(',', f);
     if (s->normalize)
-        gimg_json_number(stdout, v);
+        gimg_json_number(f, v);
     else
-        printf("%.0f", v);
+        fprintf(f, "%.0f", v);
 }
 
-static void print_csv(const settings *s, const char *name, int with_file, const gimg_hist *h,
+static void print_csv(FILE *f, const settings *s, const char *name, int with_file, const gimg_hist *h,
                       const selection *sel, const double *v, int header)
 {
     const int rows = h->bins + 3;
     if (header) {
-        printf("%sbin,lo,hi", with_file ? "file," : "");
+        fprintf(f, "%sbin,lo,hi", with_file ? "file," : "");
         for (int k = 0; k < sel->n; k++)
-            printf(",%s", sel->name[k]);
-        printf("\n");
+            fprintf(f, ",%s", sel->name[k]);
+        fprintf(f, "\n");
     }
     static const char *const k_outside[] = {"below", "above", "nan"};
     for (int b = 0; b < rows; b++) {
         if (with_file) {
-            gimg_csv_field(stdout, name);
-            putchar(',');
+            gimg_csv_field(f, name);
+            fputc(',', f);
         }
         if (b < h->bins) {
-            printf("%d,", b);
-            gimg_json_number(stdout, edge(h, b));
-            putchar(',');
-            gimg_json_number(stdout, edge(h, b + 1));
+            fprintf(f, "%d,", b);
+            gimg_json_number(f, edge(h, b));
+            fputc(',', f);
+            gimg_json_number(f, edge(h, b + 1));
         } else {
-            printf("%s,,", k_outside[b - h->bins]);
+            fprintf(f, "%s,,", k_outside[b - h->bins]);
         }
         for (int k = 0; k < sel->n; k++)
-            print_csv_number(s, v[k * rows + b]);
-        printf("\n");
+            print_csv_number(f, s, v[k * rows + b]);
+        fprintf(f, "\n");
     }
 }
 
-static void print_json_values(const settings *s, const double *v, int n)
+static void print_json_values(FILE *f, const settings *s, const double *v, int n)
 {
-    putchar('[');
+    fputc('[', f);
     for (int i = 0; i < n; i++) {
         if (i)
-            putchar(',');
+            fputc(',', f);
         if (s->normalize)
-            gimg_json_number(stdout, v[i]);
+            gimg_json_number(f, v[i]);
         else
-            printf("%.0f", v[i]);
+            fprintf(f, "%.0f", v[i]);
     }
-    putchar(']');
+    fputc(']', f);
 }
 
-static void print_json(const settings *s, const char *name, const gimg_hist *h,
+static void print_json(FILE *f, const settings *s, const char *name, const gimg_hist *h,
                        const selection *sel, const double *v)
 {
     const int rows = h->bins + 3;
-    printf("{\"file\":");
-    gimg_json_string(stdout, name);
-    printf(",\"bins\":%d,\"range\":[", h->bins);
-    gimg_json_number(stdout, h->lo);
-    putchar(',');
-    gimg_json_number(stdout, h->hi);
-    printf("],\"cumulative\":%s,\"normalized\":%s,\"counts\":{", s->cumulative ? "true" : "false",
+    fprintf(f, "{\"file\":");
+    gimg_json_string(f, name);
+    fprintf(f, ",\"bins\":%d,\"range\":[", h->bins);
+    gimg_json_number(f, h->lo);
+    fputc(',', f);
+    gimg_json_number(f, h->hi);
+    fprintf(f, "],\"cumulative\":%s,\"normalized\":%s,\"counts\":{", s->cumulative ? "true" : "false",
            s->normalize ? "true" : "false");
     for (int k = 0; k < sel->n; k++) {
-        printf("%s\"%s\":", k ? "," : "", sel->name[k]);
-        print_json_values(s, v + k * rows, h->bins);
+        fprintf(f, "%s\"%s\":", k ? "," : "", sel->name[k]);
+        print_json_values(f, s, v + k * rows, h->bins);
     }
     static const char *const k_outside[] = {"below", "above", "nan"};
     for (int o = 0; o < 3; o++) {
-        printf("},\"%s\":{", k_outside[o]);
+        fprintf(f, "},\"%s\":{", k_outside[o]);
         for (int k = 0; k < sel->n; k++) {
-            printf("%s\"%s\":", k ? "," : "", sel->name[k]);
+            fprintf(f, "%s\"%s\":", k ? "," : "", sel->name[k]);
             if (s->normalize)
-                gimg_json_number(stdout, v[k * rows + h->bins + o]);
+                gimg_json_number(f, v[k * rows + h->bins + o]);
             else
-                printf("%.0f", v[k * rows + h->bins + o]);
+                fprintf(f, "%.0f", v[k * rows + h->bins + o]);
         }
     }
-    printf("}}\n");
+    fprintf(f, "}}\n");
 }
 
 /* ----------------------------------------------------------------- work */
 
-
+/* What the callbacks share. The names are fixed before any work (prepare)
+ * and read-only after; csv_header belongs to emit, which runs in order. */
 typedef struct {
     const settings *s;
     const gimg_cli_common *c;
-    gimg_ctx *ctx;
-    int n_inputs;
-    char **plots, **equalized;  /* per input, or NULL */
-    int csv_header_done;
-    selection csv_columns;      /* the channels the CSV header names */
+    int n_inputs, stream;
+    char **plots, **equalized;  /* per file input, or NULL (a stream: by image) */
+    char *csv_header;           /* the CSV header printed, once one is */
 } job;
 
-/* The channel names of sel, comma-separated, in buf. */
-static const char *join_names(const selection *sel, char *buf, size_t size)
+/* 1 if a name spec numbers its files (%i or %Ni), as a stream's need. */
+static int numbers_outputs(const char *spec)
 {
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < sel->n && len < size; k++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%s", k ? "," : "", sel->name[k]);
-    return buf;
-}
-
-/* Whether sel names the same channels, in the same order, as the CSV
- * header already printed. */
-static int same_columns(const selection *a, const selection *b)
-{
-    if (a->n != b->n)
-        return 0;
-    for (int k = 0; k < a->n; k++)
-        if (strcmp(a->name[k], b->name[k]))
-            return 0;
-    return 1;
-}
-
-/* One input: count, print, plot, or equalize. Prints its own error;
- * returns 1 on failure. */
-static int one_input(job *j, int i)
-{
-    const settings *s = j->s;
-    const char *path = j->c->operands[i];
-    const char *name = gimg_cli_name(path, 0);
-    gimg_image im = {0}, eq = {0}, plot = {0};
-    gimg_hist h = {0};
-    selection sel;
-    double *v = NULL;
-    const char *failed_on = name;
-    gimg_status st = gimg_ctx_read(j->ctx, path, &im);
-    if (!st && s->equalize) {
-        double t0 = gimg_now_ms();
-        st = gimg_hist_equalize(j->ctx, &im, s->luma, &eq);
-        gimg_ctx_add_time(j->ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
-        if (!st) {
-            t0 = gimg_now_ms();
-            st = gimg_write(j->equalized[i], &eq, &j->c->write);
-            gimg_ctx_add_time(j->ctx, GIMG_T_ENCODE, gimg_now_ms() - t0);
-            if (st)
-                failed_on = gimg_cli_name(j->equalized[i], 1);
-        }
-        if (st || !s->plot)
-            goto done;
-    }
-    if (!st) {
-        gimg_hist_params p;
-        gimg_hist_default_params(&im, &p);
-        if (!s->equalize) {
-            p.bins = s->p.bins;
-            if (s->have_range) {
-                p.lo = s->p.lo;
-                p.hi = s->p.hi;
-            }
-        }
-        p.luma = s->luma || (s->channel_mask & CH_LUMA_BIT);
-        double t0 = gimg_now_ms();
-        st = gimg_hist_compute(j->ctx, &im, &p, &h);
-        gimg_ctx_add_time(j->ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
-    }
-    if (!st)
-        st = select_channels(s, im.channels, &h, &sel);
-    /* One CSV, one header: an input whose channels are not the header's
-     * would give rows of other columns. */
-    if (!st && s->csv && !s->equalize && j->csv_header_done &&
-        !same_columns(&sel, &j->csv_columns)) {
-        char mine[64], header[64];
-        st = gimg_fail(GIMG_E_FORMAT, "its channels (%s) are not the CSV header's (%s): "
-                                      "select common ones with -c (luma: any image), or use "
-                                      "--json",
-                       join_names(&sel, mine, sizeof mine),
-                       join_names(&j->csv_columns, header, sizeof header));
-    }
-    const double pixels = (double)im.width * im.height;
-    if (!st && !s->equalize) {
-        if (!(v = values(s, &h, &sel, pixels)))
-            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
-        else if (s->json)
-            print_json(s, name, &h, &sel, v);
-        else if (s->csv) {
-            print_csv(s, name, j->n_inputs > 1, &h, &sel, v, !j->csv_header_done);
-            if (!j->csv_header_done)
-                j->csv_columns = sel;
-            j->csv_header_done = 1;
-        } else {
-            if (i > 0)
-                printf("\n");
-            print_table(s, name, &im, &h, &sel, v);
-        }
-    }
-    if (!st && s->plot) {
-        gimg_hist_plot_opts o = {.title = name, .cumulative = s->cumulative,
-                                 .normalize = s->normalize, .pixels = (uint64_t)pixels};
-        double t0 = gimg_now_ms();
-        st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &plot);
-        if (!st) {
-            gimg_write_opts wo = j->c->write;
-            wo.format = GIMG_FMT_UNKNOWN;  /* the plot's format is its extension's */
-            if (gimg_format_from_path(j->plots[i]) == GIMG_FMT_UNKNOWN)
-                wo.format = GIMG_FMT_PNG;
-            st = gimg_write(j->plots[i], &plot, &wo);
-            if (st)
-                failed_on = gimg_cli_name(j->plots[i], 1);
-        }
-        gimg_ctx_add_time(j->ctx, GIMG_T_ENCODE, gimg_now_ms() - t0);
-    }
-done:
-    free(v);
-    gimg_hist_free(&h);
-    gimg_image_free(&im);
-    gimg_image_free(&eq);
-    gimg_image_free(&plot);
-    if (st) {
-        fflush(stdout);
-        gimg_cli_error(TOOL, failed_on, st);
-        return 1;
+    for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {
+        if (p[1] == 'i' || (p[1] >= '1' && p[1] <= '9' && p[2] == 'i'))
+            return 1;
+        if (!p[1])
+            break;
     }
     return 0;
 }
 
-/* The output names, one per input: the name itself for one input, else a
- * pattern or folder (gimg_output_path); no two may collide. */
-static gimg_status output_names(job *j, const char *spec, const char *what, char ***out)
+static int names_one_file(const char *spec)
 {
+    return !strchr(spec, '%') && spec[strlen(spec) - 1] != '/';
+}
+
+/* The output name of input `index` at `path` under spec (--plot or
+ * --equalize): the spec itself for one input; otherwise a pattern or a
+ * folder (gimg_output_path); "-" stays "-". *out is malloc'd. */
+static gimg_status output_name(const job *j, const char *spec, const char *path, int index,
+                               char **out)
+{
+    if (!strcmp(spec, "-") || (j->n_inputs == 1 && !j->stream && names_one_file(spec))) {
+        *out = strdup(spec);
+        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    return gimg_output_path(spec, path, index + 1, NULL, out);
+}
+
+/* The output names of the file inputs, checked before any work: several
+ * inputs need a pattern or a folder, and no two names may collide. */
+static gimg_status output_names(job *j, char *const *inputs, const char *spec, const char *what,
+                                char ***out)
+{
+    if (j->n_inputs > 1 && names_one_file(spec) && strcmp(spec, "-") != 0)
+        return gimg_fail(GIMG_E_USAGE, "%s: several inputs need a pattern (%%f) or a folder "
+                                       "(DIR/) for their outputs", what);
     char **names = calloc((size_t)j->n_inputs, sizeof *names);
     if (!names)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     *out = names;
-    if (j->n_inputs > 1 && !strchr(spec, '%') && spec[strlen(spec) - 1] != '/')
-        return gimg_fail(GIMG_E_USAGE, "%s: several inputs need a pattern (%%f) or a folder "
-                                       "(DIR/) for their outputs", what);
     for (int i = 0; i < j->n_inputs; i++) {
-        gimg_status st = j->n_inputs == 1 ? ((names[i] = strdup(spec)) ? GIMG_OK
-                                             : gimg_fail(GIMG_E_NOMEM, "out of memory"))
-                                          : gimg_output_path(spec, j->c->operands[i], i + 1,
-                                                             NULL, &names[i]);
+        gimg_status st = output_name(j, spec, inputs[i], i, &names[i]);
         if (st)
             return st;
     }
-    return j->n_inputs > 1 ? gimg_check_output_collisions(j->c->operands, names, j->n_inputs)
-                           : GIMG_OK;
+    return j->n_inputs > 1 ? gimg_check_output_collisions(inputs, names, j->n_inputs) : GIMG_OK;
 }
 
 static void free_names(char **names, int n)
@@ -453,6 +355,174 @@ static void free_names(char **names, int n)
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
+}
+
+static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
+                           int stream)
+{
+    job *j = user;
+    j->n_inputs = n_inputs;
+    j->stream = stream;
+    if (stream)
+        return GIMG_OK; /* named image by image */
+    gimg_status st = GIMG_OK;
+    if (j->s->plot)
+        st = output_names(j, inputs, j->s->plot, "--plot", &j->plots);
+    if (!st && j->s->equalize)
+        st = output_names(j, inputs, j->s->equalize, "--equalize", &j->equalized);
+    return st;
+}
+
+/* The name of item's output under spec: from the list made by prepare, or
+ * for an image of a stream now (one name for several images is refused
+ * from the second on, before anything is overwritten). */
+static gimg_status item_output(const job *j, char **list, const char *spec,
+                               const gimg_driver_item *item, char **out)
+{
+    if (list) {
+        *out = strdup(list[item->index]);
+        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    if (item->index > 0 && strcmp(spec, "-") != 0 && !numbers_outputs(spec))
+        return gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
+                                       "outputs with a pattern using %%i");
+    return output_name(j, spec, "-", item->index, out);
+}
+
+/* Writes im to name; "-" is the report itself, printed in order. On failure
+ * item->failed_on names the file. */
+static gimg_status write_output(const char *name, const gimg_image *im,
+                                const gimg_write_opts *o, gimg_driver_item *item, FILE *out)
+{
+    gimg_status st;
+    if (!strcmp(name, "-")) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        st = gimg_encode(im, gimg_output_format("-", o, im), o, &buf, &len);
+        if (!st && fwrite(buf, 1, len, out) != len)
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+        free(buf);
+    } else {
+        st = gimg_write(name, im, o);
+    }
+    if (st && !item->failed_on)
+        item->failed_on = strdup(gimg_cli_name(name, 1));
+    return st;
+}
+
+/* One input: count and report, plot, or equalize. */
+static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                          const gimg_image *im, FILE *out)
+{
+    const job *j = user;
+    const settings *s = j->s;
+    gimg_image eq = {0}, plot = {0};
+    gimg_hist h = {0};
+    selection sel;
+    double *v = NULL;
+    char *name = NULL;
+    gimg_status st = GIMG_OK;
+    if (s->equalize) {
+        st = gimg_hist_equalize(ctx, im, s->luma, &eq);
+        if (!st)
+            st = item_output(j, j->equalized, s->equalize, item, &name);
+        if (!st)
+            st = write_output(name, &eq, &j->c->write, item, out);
+        if (st || !s->plot)
+            goto done;
+    }
+    gimg_hist_params p;
+    gimg_hist_default_params(im, &p);
+    if (!s->equalize) {
+        p.bins = s->p.bins;
+        if (s->have_range) {
+            p.lo = s->p.lo;
+            p.hi = s->p.hi;
+        }
+    }
+    p.luma = s->luma || (s->channel_mask & CH_LUMA_BIT);
+    st = gimg_hist_compute(ctx, im, &p, &h);
+    if (!st)
+        st = select_channels(s, im->channels, &h, &sel);
+    const double pixels = (double)im->width * im->height;
+    if (!st && !s->equalize) {
+        /* CSV: the header on every report; emit prints the first and checks
+         * that the others have its columns. */
+        if (!(v = values(s, &h, &sel, pixels)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+        else if (s->json)
+            print_json(out, s, item->name, &h, &sel, v);
+        else if (s->csv)
+            print_csv(out, s, item->name, !item->single, &h, &sel, v, 1);
+        else
+            print_table(out, s, item->name, im, &h, &sel, v);
+    }
+    if (!st && s->plot) {
+        gimg_hist_plot_opts o = {.title = item->name, .cumulative = s->cumulative,
+                                 .normalize = s->normalize, .pixels = (uint64_t)pixels};
+        free(name);
+        name = NULL;
+        st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &plot);
+        if (!st)
+            st = item_output(j, j->plots, s->plot, item, &name);
+        if (!st) {
+            gimg_write_opts wo = j->c->write;
+            wo.format = GIMG_FMT_UNKNOWN;  /* the plot's format is its extension's */
+            if (gimg_format_from_path(name) == GIMG_FMT_UNKNOWN)
+                wo.format = GIMG_FMT_PNG;
+            st = write_output(name, &plot, &wo, item, out);
+        }
+    }
+done:
+    free(name);
+    free(v);
+    gimg_hist_free(&h);
+    gimg_image_free(&eq);
+    gimg_image_free(&plot);
+    return st;
+}
+
+/* The channel names of a CSV header line ("file,bin,lo,hi,red,green"). */
+static const char *header_channels(const char *line)
+{
+    const char *p = strstr(line, "bin,lo,hi");
+    p = p ? p + strlen("bin,lo,hi") : line;
+    return *p == ',' ? p + 1 : p;
+}
+
+/* In input order: tables apart by a blank line; one CSV header, the first
+ * report's, and a report whose channels are not its columns refused (its
+ * rows would not fit them). */
+static gimg_status emit(void *user, gimg_driver_item *item, const char *text, size_t len,
+                        FILE *out)
+{
+    job *j = user;
+    const settings *s = j->s;
+    if (s->csv && !s->equalize) {
+        const char *nl = memchr(text, '\n', len);
+        size_t header_len = nl ? (size_t)(nl - text) + 1 : len;
+        if (!j->csv_header) {
+            if (!(j->csv_header = strndup(text, header_len)))
+                return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        } else if (strlen(j->csv_header) != header_len ||
+                   memcmp(j->csv_header, text, header_len) != 0) {
+            return gimg_fail(GIMG_E_FORMAT, "its channels (%.*s) are not the CSV header's "
+                                            "(%.*s): select common ones with -c (luma: any "
+                                            "image), or use --json",
+                             (int)(text + header_len - 1 - header_channels(text)),
+                             header_channels(text),
+                             (int)(strlen(j->csv_header) - 1 -
+                                   (size_t)(header_channels(j->csv_header) - j->csv_header)),
+                             header_channels(j->csv_header));
+        } else {
+            text += header_len;
+            len -= header_len;
+        }
+    } else if (!s->json && !s->equalize && item->index > 0) {
+        fputc('\n', out);
+    }
+    fwrite(text, 1, len, out);
+    return GIMG_OK;
 }
 
 int main(int argc, char **argv)
@@ -469,11 +539,14 @@ int main(int argc, char **argv)
         .handle = handle_option,
         .user = &s,
         .omit = GIMG_CLI_NO_OUTPUT,
+        .with = GIMG_CLI_WITH_BATCH,
         .epilogue =
             "Prints a table of bin, lower edge and a count per channel; samples outside\n"
             "the range are counted apart (below, above, nan). INPUT may be '-' for standard\n"
-            "input. With several inputs, --plot and --equalize take a pattern (%f: the\n"
-            "input's name without its extension) or a folder (DIR/).",
+            "input; a PNM/PAM stream there is counted image by image. One report per\n"
+            "input, in order. With several inputs, --plot and --equalize take a pattern\n"
+            "(%f: the input's name without its extension, %i: its number) or a folder\n"
+            "(DIR/); see gimg(7).",
     };
     gimg_cli_common c;
     gimg_status st = gimg_cli_parse(&spec, argc, argv, &c);
@@ -482,34 +555,17 @@ int main(int argc, char **argv)
     int rc = gimg_cli_done(&spec, &c, st);
     if (rc >= 0)
         return rc;
-
-    job j = {.s = &s, .c = &c, .n_inputs = c.n_operands};
-    if ((s.plot && (st = output_names(&j, s.plot, "--plot", &j.plots))) ||
-        (s.equalize && (st = output_names(&j, s.equalize, "--equalize", &j.equalized)))) {
-        free_names(j.plots, j.n_inputs);
-        free_names(j.equalized, j.n_inputs);
-        return gimg_cli_error(TOOL, NULL, st);
-    }
-    if (s.equalize && j.n_inputs == 1 && !strcmp(s.equalize, "-") && isatty(STDOUT_FILENO)) {
-        free_names(j.equalized, j.n_inputs);
+    if (s.equalize && !strcmp(s.equalize, "-") && isatty(STDOUT_FILENO))
         return gimg_cli_error(TOOL, NULL,
                               gimg_fail(GIMG_E_USAGE, "refusing to write image data to a "
                                                       "terminal (give OUTPUT or redirect)"));
-    }
     gimg_install_signal_cleanup();
-    if ((st = gimg_ctx_open(&c.device, c.verbose, &j.ctx))) {
-        free_names(j.plots, j.n_inputs);
-        free_names(j.equalized, j.n_inputs);
-        return gimg_cli_error(TOOL, NULL, st);
-    }
-    int failed = 0;
-    for (int i = 0; i < j.n_inputs; i++)
-        failed |= one_input(&j, i);
-    if (c.verbose)
-        gimg_ctx_report(j.ctx, stderr, TOOL);
-    gimg_ctx_close(j.ctx);
+    job j = {.s = &s, .c = &c};
+    const gimg_driver driver = {.tool = TOOL, .report = report, .emit = emit,
+                                .prepare = prepare, .user = &j};
+    rc = gimg_drive(&driver, &c);
     free_names(j.plots, j.n_inputs);
     free_names(j.equalized, j.n_inputs);
-    rc = gimg_cli_close_stdout(TOOL);
-    return failed ? 1 : rc;
+    free(j.csv_header);
+    return rc;
 }

@@ -172,7 +172,7 @@ static gimg_status stat_item(settings *s, const char *item)
 }
 
 /* Checks the options together and works out the columns. */
-static gimg_status finish_settings(settings *s, int n_inputs)
+static gimg_status finish_settings(settings *s)
 {
     char item[64];
     gimg_status st;
@@ -205,8 +205,8 @@ static gimg_status finish_settings(settings *s, int n_inputs)
         if (!s->reference && (s->cols[i].stat < 0 || s->cols[i].stat == ST_MEDIAN ||
                               s->cols[i].stat == ST_ENTROPY))
             s->opts.order = 1;
-    s->bare = !s->json && !s->csv && n_inputs == 1 && s->n_channel_names == 1 &&
-              s->n_cols == 1;
+    /* With one input only (gimg_driver_item.single). */
+    s->bare = !s->json && !s->csv && s->n_channel_names == 1 && s->n_cols == 1;
     return GIMG_OK;
 }
 
@@ -352,19 +352,19 @@ static void describe(const report *r, char *buf, size_t size)
 
 enum { CELL = 40 };
 
-static void print_table(const settings *s, const report *r, const char *reference, int first)
+static void print_table(FILE *f, const settings *s, const report *r, const char *reference, int first)
 {
     int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
     char head[256];
     describe(r, head, sizeof head);
     if (!first)
-        putchar('\n');
+        fputc('\n', f);
     if (reference)
-        printf("%s vs %s: %s\n", reference, r->name, head);
+        fprintf(f, "%s vs %s: %s\n", reference, r->name, head);
     else
-        printf("%s: %s\n", r->name, head);
+        fprintf(f, "%s: %s\n", r->name, head);
     /* Cells first, for the widths. */
-    static char text[GIMG_STATS_MAX_CHANNELS + 1][MAX_COLUMNS + 1][CELL];
+    char text[GIMG_STATS_MAX_CHANNELS + 1][MAX_COLUMNS + 1][CELL]; /* 10 kB */
     int width[MAX_COLUMNS + 1] = {0}, shown[MAX_COLUMNS], n_shown = 0;
     for (int i = 0; i < s->n_cols; i++)
         if (column_shown(s, r, &s->cols[i]))
@@ -385,44 +385,44 @@ static void print_table(const settings *s, const report *r, const char *referenc
                 width[j] = w;
         }
     for (int i = 0; i <= n_rows; i++) {
-        printf("%-*s", width[0], text[i][0]);
+        fprintf(f, "%-*s", width[0], text[i][0]);
         for (int j = 1; j <= n_shown; j++)
-            printf("  %*s", width[j], text[i][j]);
-        putchar('\n');
+            fprintf(f, "  %*s", width[j], text[i][j]);
+        fputc('\n', f);
     }
 }
 
-static void json_cell(cell c, int is_psnr)
+static void json_cell(FILE *f, cell c, int is_psnr)
 {
     if (is_psnr && isinf(c.v) && c.v > 0)
-        fputs("\"inf\"", stdout); /* JSON has no infinity; see gstats(1) */
+        fputs("\"inf\"", f); /* JSON has no infinity; see gstats(1) */
     else if (c.is_count)
-        printf("%.0f", c.v);
+        fprintf(f, "%.0f", c.v);
     else
-        gimg_json_number(stdout, c.v);
+        gimg_json_number(f, c.v);
 }
 
-static void print_json(const settings *s, const report *r, const char *reference)
+static void print_json(FILE *f, const settings *s, const report *r, const char *reference)
 {
     int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
-    fputc('{', stdout);
+    fputc('{', f);
     if (reference) {
-        fputs("\"reference\": ", stdout);
-        gimg_json_string(stdout, reference);
-        fputs(", ", stdout);
+        fputs("\"reference\": ", f);
+        gimg_json_string(f, reference);
+        fputs(", ", f);
     }
-    fputs("\"file\": ", stdout);
-    gimg_json_string(stdout, r->name);
-    printf(", \"width\": %d, \"height\": %d, \"channels\": %d, \"depth\": %d", r->im->width,
+    fputs("\"file\": ", f);
+    gimg_json_string(f, r->name);
+    fprintf(f, ", \"width\": %d, \"height\": %d, \"channels\": %d, \"depth\": %d", r->im->width,
            r->im->height, r->channels, 8 * (int)r->sample);
     if (s->have_region)
-        printf(", \"region\": {\"width\": %d, \"height\": %d, \"x\": %d, \"y\": %d}",
+        fprintf(f, ", \"region\": {\"width\": %d, \"height\": %d, \"x\": %d, \"y\": %d}",
                r->region.width, r->region.height, r->region.x, r->region.y);
     if (s->normalized)
-        fputs(", \"normalized\": true", stdout);
-    fputs(", \"stats\": {", stdout);
+        fputs(", \"normalized\": true", f);
+    fputs(", \"stats\": {", f);
     for (int i = 0; i < n_rows; i++) {
-        printf("%s\"%s\": {", i ? ", " : "", row_name(r, rows[i]));
+        fprintf(f, "%s\"%s\": {", i ? ", " : "", row_name(r, rows[i]));
         int n = 0, n_pct = 0;
         for (int j = 0; j < s->n_cols; j++) {
             const column *col = &s->cols[j];
@@ -432,64 +432,65 @@ static void print_json(const settings *s, const report *r, const char *reference
             }
             if (!column_shown(s, r, col))
                 continue;
-            printf("%s\"%s\": ", n++ ? ", " : "", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
-            json_cell(report_cell(s, r, rows[i], col), s->reference && col->stat == CMP_PSNR);
+            fprintf(f, "%s\"%s\": ", n++ ? ", " : "", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
+            json_cell(f, report_cell(s, r, rows[i], col), s->reference && col->stat == CMP_PSNR);
         }
         if (n_pct) {
-            printf("%s\"percentiles\": {", n ? ", " : "");
+            fprintf(f, "%s\"percentiles\": {", n ? ", " : "");
             int k = 0;
             for (int j = 0; j < s->n_cols; j++) {
                 const column *col = &s->cols[j];
                 if (col->stat >= 0)
                     continue;
-                printf("%s\"%s\": ", k++ ? ", " : "", s->opts.percentiles[col->percentile].name);
-                json_cell(report_cell(s, r, rows[i], col), 0);
+                fprintf(f, "%s\"%s\": ", k++ ? ", " : "", s->opts.percentiles[col->percentile].name);
+                json_cell(f, report_cell(s, r, rows[i], col), 0);
             }
-            fputc('}', stdout);
+            fputc('}', f);
         }
-        fputc('}', stdout);
+        fputc('}', f);
     }
-    fputs("}}\n", stdout);
+    fputs("}}\n", f);
 }
 
-static void print_csv_header(const settings *s)
+static void print_csv_header(FILE *f, const settings *s)
 {
-    fputs(s->reference ? "reference,file,channel" : "file,channel", stdout);
+    fputs(s->reference ? "reference,file,channel" : "file,channel", f);
     char name[CELL];
     for (int j = 0; j < s->n_cols; j++) {
         column_name(s, &s->cols[j], name, sizeof name);
-        putchar(',');
-        gimg_csv_field(stdout, name);
+        fputc(',', f);
+        gimg_csv_field(f, name);
     }
-    putchar('\n');
+    fputc('\n', f);
 }
 
-static void print_csv(const settings *s, const report *r, const char *reference)
+static void print_csv(FILE *f, const settings *s, const report *r, const char *reference)
 {
     int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
     char text[CELL];
     for (int i = 0; i < n_rows; i++) {
         if (reference) {
-            gimg_csv_field(stdout, reference);
-            putchar(',');
+            gimg_csv_field(f, reference);
+            fputc(',', f);
         }
-        gimg_csv_field(stdout, r->name);
-        printf(",%s", row_name(r, rows[i]));
+        gimg_csv_field(f, r->name);
+        fprintf(f, ",%s", row_name(r, rows[i]));
         for (int j = 0; j < s->n_cols; j++) {
             format_cell(text, sizeof text, report_cell(s, r, rows[i], &s->cols[j]), 0);
-            printf(",%s", text);
+            fprintf(f, ",%s", text);
         }
-        putchar('\n');
+        fputc('\n', f);
     }
 }
 
-static void print_bare(const settings *s, const report *r)
+static void print_bare(FILE *f, const settings *s, const report *r)
 {
     int rows[GIMG_STATS_MAX_CHANNELS];
     report_rows(s, r, rows);
     char text[CELL];
     format_cell(text, sizeof text, report_cell(s, r, rows[0], &s->cols[0]), 0);
-    puts(text);
+    fputs(text, f);
+    fputc('\n', f);
 }
 
 /* --------------------------------------------------------------- work */
@@ -527,32 +528,61 @@ static gimg_status check_channels(const settings *s, int channels)
     return GIMG_OK;
 }
 
-/* One input: read, measure, print. Prints its own error; returns 0 or 1. */
-static int one_input(const settings *s, gimg_ctx *ctx, const char *path, const gimg_image *ref,
-                     int *first)
+/* What the callbacks share: the reference, read once by prepare before any
+ * input, and whether a table was printed (emit, in order). */
+typedef struct {
+    const settings *s;
+    gimg_image ref;
+    int have_ref;
+    int tables;
+} job;
+
+static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
+                           int stream)
 {
-    const char *name = gimg_cli_name(path, 0);
-    gimg_image im = {0}, view, ref_view;
+    job *j = user;
+    if (j->s->reference) {
+        gimg_status st = gimg_ctx_read(ctx, j->s->reference, &j->ref);
+        if (st) {
+            char why[512]; /* gimg_fail writes where gimg_last_error reads */
+            snprintf(why, sizeof why, "%s", gimg_last_error());
+            return gimg_fail(st, "%s: %s", gimg_cli_name(j->s->reference, 0), why);
+        }
+        j->have_ref = 1;
+    }
+    if (j->s->csv) /* one header, whatever the inputs */
+        print_csv_header(stdout, j->s);
+    return GIMG_OK;
+}
+
+/* One input: measure, and print the report to out. */
+static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                              const gimg_image *im, FILE *out)
+{
+    const job *j = user;
+    const settings *s = j->s;
+    const gimg_image *ref = j->have_ref ? &j->ref : NULL;
+    gimg_image view, ref_view;
     gimg_stats stats;
     gimg_diff diff;
-    report r = {.name = name, .im = &im};
-    gimg_status st = gimg_ctx_read(ctx, path, &im);
-    if (!st && ref && (im.width != ref->width || im.height != ref->height))
+    report r = {.name = item->name, .im = im};
+    gimg_status st = GIMG_OK;
+    if (ref && (im->width != ref->width || im->height != ref->height))
         st = gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference %s (%dx%d)",
-                       im.width, im.height, gimg_cli_name(s->reference, 0), ref->width,
+                       im->width, im->height, gimg_cli_name(s->reference, 0), ref->width,
                        ref->height);
-    if (!st && ref && im.channels != ref->channels)
-        st = gimg_fail(GIMG_E_FORMAT, "%d channels, the reference %s has %d", im.channels,
+    if (!st && ref && im->channels != ref->channels)
+        st = gimg_fail(GIMG_E_FORMAT, "%d channels, the reference %s has %d", im->channels,
                        gimg_cli_name(s->reference, 0), ref->channels);
-    if (!st && ref && im.sample != ref->sample)
+    if (!st && ref && im->sample != ref->sample)
         st = gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference %s has %d-bit",
-                       8 * (int)im.sample, gimg_cli_name(s->reference, 0), 8 * (int)ref->sample);
+                       8 * (int)im->sample, gimg_cli_name(s->reference, 0),
+                       8 * (int)ref->sample);
     if (!st)
-        st = check_channels(s, im.channels);
+        st = check_channels(s, im->channels);
     if (!st)
-        st = measured(s, &im, &r.region, &view);
+        st = measured(s, im, &r.region, &view);
     if (!st) {
-        double t0 = gimg_now_ms();
         if (ref) {
             gimg_image_view(ref, &r.region, &ref_view);
             st = gimg_compare(ctx, &ref_view, &view, &diff);
@@ -561,28 +591,33 @@ static int one_input(const settings *s, gimg_ctx *ctx, const char *path, const g
             st = gimg_stats_compute(ctx, &view, &s->opts, &stats);
             r.stats = &stats;
         }
-        gimg_ctx_add_time(ctx, GIMG_T_COMPUTE, gimg_now_ms() - t0);
     }
-    if (st) {
-        gimg_image_free(&im);
-        fflush(stdout);
-        gimg_cli_error(TOOL, name, st);
-        return 1;
-    }
-    r.channels = im.channels;
-    r.sample = im.sample;
+    if (st)
+        return st;
+    r.channels = im->channels;
+    r.sample = im->sample;
     const char *ref_name = ref ? gimg_cli_name(s->reference, 0) : NULL;
-    if (s->bare)
-        print_bare(s, &r);
+    if (s->bare && item->single)
+        print_bare(out, s, &r);
     else if (s->json)
-        print_json(s, &r, ref_name);
+        print_json(out, s, &r, ref_name);
     else if (s->csv)
-        print_csv(s, &r, ref_name);
+        print_csv(out, s, &r, ref_name);
     else
-        print_table(s, &r, ref_name, *first);
-    *first = 0;
-    gimg_image_free(&im);
-    return 0;
+        print_table(out, s, &r, ref_name, 1);
+    return GIMG_OK;
+}
+
+/* In input order: tables apart by a blank line. */
+static gimg_status emit(void *user, gimg_driver_item *item, const char *text, size_t len,
+                        FILE *out)
+{
+    job *j = user;
+    const settings *s = j->s;
+    if (!s->json && !s->csv && !(s->bare && item->single) && j->tables++)
+        fputc('\n', out);
+    fwrite(text, 1, len, out);
+    return GIMG_OK;
 }
 
 int main(int argc, char **argv)
@@ -599,38 +634,26 @@ int main(int argc, char **argv)
         .handle = handle_option,
         .user = &s,
         .omit = GIMG_CLI_NO_WRITE_OPTS | GIMG_CLI_NO_OUTPUT,
+        .with = GIMG_CLI_WITH_BATCH,
         .epilogue =
             "Statistics: count, nan, inf, min, max, sum, mean, stddev, median, entropy and\n"
             "pN (the N-th percentile). With --compare: count, differing, maxdiff, mae, mse,\n"
             "rmse, psnr. One input, one channel (-c) and one statistic (-s) print the bare\n"
-            "number. INPUT may be '-' for standard input.",
+            "number. INPUT may be '-' for standard input; a PNM/PAM stream there is\n"
+            "measured image by image. One report per input, in order; see gimg(7).",
     };
     gimg_cli_common c;
     gimg_status st = gimg_cli_parse(&spec, argc, argv, &c);
     if (!st && c.action == GIMG_CLI_RUN)
-        st = finish_settings(&s, c.n_operands);
+        st = finish_settings(&s);
     int rc = gimg_cli_done(&spec, &c, st);
     if (rc >= 0)
         return rc;
 
-    gimg_ctx *ctx = NULL;
-    if ((st = gimg_ctx_open(&c.device, c.verbose, &ctx)))
-        return gimg_cli_error(TOOL, NULL, st);
-    gimg_image ref = {0};
-    if (s.reference && (st = gimg_ctx_read(ctx, s.reference, &ref))) {
-        gimg_cli_error(TOOL, gimg_cli_name(s.reference, 0), st);
-        gimg_ctx_close(ctx);
-        return 1;
-    }
-    if (s.csv)
-        print_csv_header(&s);
-    int failed = 0, first = 1;
-    for (int i = 0; i < c.n_operands; i++)
-        failed |= one_input(&s, ctx, c.operands[i], s.reference ? &ref : NULL, &first);
-    if (c.verbose)
-        gimg_ctx_report(ctx, stderr, TOOL);
-    gimg_image_free(&ref);
-    gimg_ctx_close(ctx);
-    rc = gimg_cli_close_stdout(TOOL);
-    return failed ? 1 : rc;
+    job j = {.s = &s};
+    const gimg_driver driver = {.tool = TOOL, .report = report_one, .emit = emit,
+                                .prepare = prepare, .user = &j};
+    rc = gimg_drive(&driver, &c);
+    gimg_image_free(&j.ref);
+    return rc;
 }

@@ -612,7 +612,9 @@ template <typename Tin, int C, int KW> constexpr size_t dense_il_smem(int kh)
 {
     return (size_t)(kIH + kh - 1) * il_shape<KW, C, vec16<Tin>::V>::LS * sizeof(float);
 }
-constexpr size_t kIlSmemMax = 96 * 1024;
+/* Within every target's opt-in limit (Turing: 64 KiB); taller kernels take
+ * the planar path, which slices its tap rows. */
+constexpr size_t kIlSmemMax = 48 * 1024;
 
 /*
  * Separable kernels in one pass: the tile with its halo, then the row pass
@@ -726,6 +728,20 @@ __global__ void narrow_kernel(const unsigned char *__restrict__ in, size_t in_pi
     Tout *q = reinterpret_cast<Tout *>(out + (size_t)y * out_pitch) + (size_t)x * C;
     const Tout *a = reinterpret_cast<const Tout *>(static_cast<const unsigned char *>(e.alpha_src.data) +
                                                    (size_t)y * e.alpha_src.pitch) + (size_t)x * C;
+    /* lib/conv_internal.h's gimg_conv_alpha_fraction and gimg_conv_alpha_out:
+     * alpha averaged (divided by the gain, unit / max), the input's alpha
+     * (alpha_src) where the gain is 0; colours divided by the fraction. */
+    float frac = 0.0f, alpha = 0.0f;
+    if (unpremultiply && !e.keep_alpha) {
+        const float amax = alpha_max<Tout>();
+        if (unit != 0.0f) {
+            frac = __fdiv_rn(p[C - 1], unit);
+            alpha = __fdiv_rn(p[C - 1], __fdiv_rn(unit, amax));
+        } else {
+            alpha = to_f(a[C - 1]);
+            frac = __fdiv_rn(alpha, amax);
+        }
+    }
     for (int c = 0; c < C; c++) {
         float v = p[c];
         if (c == C - 1 && e.keep_alpha) {
@@ -733,13 +749,11 @@ __global__ void narrow_kernel(const unsigned char *__restrict__ in, size_t in_pi
             continue;
         }
         if (unpremultiply && c == C - 1) {
-            q[c] = from_f<Tout>(v);
+            q[c] = from_f<Tout>(alpha);
             continue;
         }
-        if (unpremultiply && unit != 0.0f) {
-            const float f = __fdiv_rn(p[C - 1], unit);
-            v = f != 0.0f ? __fdiv_rn(v, f) : v;
-        }
+        if (unpremultiply)
+            v = frac != 0.0f ? __fdiv_rn(v, frac) : v;
         q[c] = from_f<Tout>(finish(v, e));
     }
 }

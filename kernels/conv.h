@@ -82,9 +82,13 @@ cudaError_t gimg_cuda_conv_magnitude(gimg_cuda_plane in, gimg_cuda_plane out, in
 /* in (any type) to F32; premultiply: colours times alpha / max. */
 cudaError_t gimg_cuda_conv_widen(gimg_cuda_plane in, gimg_cuda_plane out, int width, int height,
                                  int channels, int premultiply, cudaStream_t stream);
-/* F32 to out's type through the epilogue; unpremultiply: colours divided
- * by alpha / alpha_unit first (unless alpha_unit or that fraction is 0, see
- * lib/conv_internal.h), and alpha stored without scale or bias. */
+/* F32 to out's type through the epilogue; unpremultiply (2 and 4 channels,
+ * without keep_alpha): alpha becomes alpha / (alpha_unit / max), or where
+ * alpha_unit is 0 (a zero gain) epi->alpha_src's alpha, which must then be
+ * the input image (out's type); colours are divided by the alpha fraction,
+ * alpha / alpha_unit (alpha_src's alpha / max where alpha_unit is 0) unless
+ * it is 0, before the epilogue; alpha gets no scale or bias. As
+ * lib/conv_internal.h's gimg_conv_alpha_fraction and gimg_conv_alpha_out. */
 cudaError_t gimg_cuda_conv_narrow(gimg_cuda_plane in, gimg_cuda_plane out, int width, int height,
                                   int channels, int unpremultiply, float alpha_unit,
                                   const gimg_cuda_epilogue *epi, cudaStream_t stream);

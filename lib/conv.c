@@ -14,7 +14,9 @@
  *   3. per sample: premultiplied colours divided by the convolved alpha
  *      fraction, --scale/--bias as fmaf(v, scale, bias), --abs, then
  *      clamp and round to nearest (8/16-bit); the alpha of premultiply mode
- *      gets no scale or bias, keep mode's alpha is the input's, unchanged.
+ *      is the convolved alpha divided by the chain's gain (the input's where
+ *      the gain is 0, see lib/conv_internal.h) and gets no scale or
+ *      bias, keep mode's alpha is the input's, unchanged.
  *
  * The fast path streams rows: each thread owns a band of output rows and a
  * ring of the input rows (or row-pass results) its window needs, widened
@@ -73,8 +75,16 @@ static void narrow_row(const float *v, const gimg_image *orig, const gimg_conv_o
     const int colours = premult || keep ? C - 1 : C;
     unsigned char *row = gimg_row(out, y);
     const unsigned char *orow = gimg_row(orig, y);
+    const float amax = gimg_conv_alpha_max(out->sample);
     for (int x = 0; x < W; x++) {
         const float *p = v + (size_t)x * C;
+        float frac = 0.0f, alpha = 0.0f;
+        if (premult) {
+            /* The input's alpha matters only where the gain is 0. */
+            const float a_in = unit != 0.0f ? 0.0f : load_sample(orig, x, y, C - 1);
+            frac = gimg_conv_alpha_fraction(p[C - 1], a_in, unit, amax);
+            alpha = gimg_conv_alpha_out(p[C - 1], a_in, unit, amax);
+        }
         for (int c = 0; c < C; c++) {
             float f;
             size_t i = (size_t)x * C + c;
@@ -83,10 +93,10 @@ static void narrow_row(const float *v, const gimg_image *orig, const gimg_conv_o
                 continue;
             }
             if (c < colours) {
-                f = premult ? gimg_conv_unpremultiply(p[c], p[C - 1], unit) : p[c];
+                f = premult ? gimg_conv_unpremultiply(p[c], frac) : p[c];
                 f = gimg_conv_finish(f, o->scale, o->bias, o->absolute);
             } else {
-                f = p[c]; /* premultiply mode's alpha: convolved, no scale or bias */
+                f = alpha; /* premultiply mode's alpha: averaged, no scale or bias */
             }
             if (out->sample == GIMG_U8)
                 row[i] = gimg_conv_to_u8(f);
@@ -680,6 +690,8 @@ static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_op
         return st;
     const gimg_cuda_plane pin = plane_of(d_in.d_data, d_in.pitch_bytes, in->sample);
     const gimg_cuda_plane pout = plane_of(d_out.d_data, d_out.pitch_bytes, in->sample);
+    /* alpha_src, the input: keep mode's alpha, and premultiply mode's where
+     * the gain is 0 (gimg_cuda_conv_narrow). */
     gimg_cuda_epilogue epi = {0, o->scale, o->bias, o->absolute,
                               gimg_conv_has_alpha(C) && o->alpha == GIMG_ALPHA_KEEP, pin};
     const gimg_kernel *k0 = &o->kernels[0];
@@ -751,16 +763,23 @@ double gimg_kernel_fmas(const gimg_kernel *k)
     }
 }
 
+/* A kernel whose tap sum is within float rounding of 0 next to its taps'
+ * weight (log:SIGMA, made zero-sum in double, then rounded to float) has a
+ * zero gain, as have gradient magnitudes: alpha is then kept. */
 float gimg_conv_alpha_unit(const gimg_conv_opts *o, gimg_sample s)
 {
     double gain = 1;
     for (int i = 0; i < o->n_kernels; i++) {
         const gimg_kernel *k = &o->kernels[i];
-        double sum = 0;
+        double sum = 0, weight = 0;
         if (k->kind == GIMG_KERNEL_MAGNITUDE)
             return 0.0f;
-        for (int t = 0; t < k->width * k->height; t++)
+        for (int t = 0; t < k->width * k->height; t++) {
             sum += k->taps[t];
+            weight += fabs(k->taps[t]);
+        }
+        if (fabs(sum) <= 1e-6 * weight)
+            return 0.0f;
         gain *= sum;
     }
     return (float)(gimg_conv_alpha_max(s) * gain);

@@ -106,20 +106,32 @@ static inline float gimg_conv_premultiply(float v, float a, float amax)
 /*
  * Unpremultiplying. unit is what an opaque pixel's alpha becomes through
  * the chain: max times the chain's gain (the product of the kernels' tap
- * sums), as one float, gimg_conv_alpha_unit(). Colours are divided by the
- * convolved alpha a as a fraction of it, so that an opaque image gives
- * the plain convolution whatever the kernels' gain, and transparent pixels
- * lend no colour. Where the gain is 0 (edge detectors, gradient
- * magnitudes) there is nothing to divide by: unit is 0 and colours stay as
- * convolved, premultiplied. Where a is 0 they stay too.
+ * sums), as one float, gimg_conv_alpha_unit(); 0 for a zero gain (edge
+ * detectors, laplacians, gradient magnitudes, and kernels whose sum is 0
+ * but for float rounding, as log:SIGMA). For convolved alpha a and
+ * the input's alpha a_in at the same pixel:
+ *   - alpha is the kernels' weighted average of alpha: a / (unit / max)
+ *     (a divided by the gain, two divisions in that order); where unit is
+ *     0 there is no average and alpha is a_in, unchanged;
+ *   - colours are divided by the alpha fraction: a / unit (a_in / max
+ *     where unit is 0), so that an opaque image gives the plain
+ *     convolution whatever the kernels' gain, transparent pixels lend no
+ *     colour, and a uniform alpha gives the colours of --alpha keep; where
+ *     the fraction is 0 colours stay as convolved.
+ * kernels/conv.cu's narrow_kernel does the same arithmetic in this order.
  */
 float gimg_conv_alpha_unit(const gimg_conv_opts *o, gimg_sample s);
-static inline float gimg_conv_unpremultiply(float c, float a, float unit)
+static inline float gimg_conv_alpha_fraction(float a, float a_in, float unit, float amax)
 {
-    if (unit == 0.0f)
-        return c;
-    float f = a / unit;
-    return f != 0.0f ? c / f : c;
+    return unit != 0.0f ? a / unit : a_in / amax;
+}
+static inline float gimg_conv_alpha_out(float a, float a_in, float unit, float amax)
+{
+    return unit != 0.0f ? a / (unit / amax) : a_in;
+}
+static inline float gimg_conv_unpremultiply(float c, float fraction)
+{
+    return fraction != 0.0f ? c / fraction : c;
 }
 
 /* --scale, --bias and --abs. */

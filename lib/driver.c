@@ -3,6 +3,7 @@
 #include "batch.h"
 #include "io_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ typedef struct {
     gimg_image in, out;
     char *report;       /* report tools: the text, from open_memstream */
     size_t report_len;
+    gimg_driver_item info; /* report tools: what the callbacks know of it */
 } item;
 
 static void add_ms(job *j, gimg_timer t, double ms)
@@ -181,6 +183,19 @@ static int numbers_outputs(const char *spec)
     return 0;
 }
 
+/* 1 if nothing but whitespace is left on f (which it then has read). */
+static int stream_ends(FILE *f)
+{
+    int ch;
+    do
+        ch = getc(f);
+    while (ch != EOF && isspace(ch));
+    if (ch == EOF)
+        return 1;
+    ungetc(ch, f);
+    return 0;
+}
+
 static gimg_status load(void *user, int i, void **state)
 {
     job *j = user;
@@ -193,8 +208,11 @@ static gimg_status load(void *user, int i, void **state)
     *state = it;
     double t0 = gimg_now_ms();
     gimg_status st;
+    it->info.index = i;
+    it->info.name = it->name;
     if (j->stream) {
         snprintf(it->name, sizeof it->name, "standard input (image %d)", i + 1);
+        it->info.path = "-";
         st = gimg_read_pnm_stream(stdin, &it->in);
         if (st)
             j->stream_over = 1;
@@ -203,6 +221,14 @@ static gimg_status load(void *user, int i, void **state)
             free(it);
             *state = NULL;
             return GIMG_OK;
+        }
+        /* A report names a stream of one image as it names any single
+         * input: "standard input". Whether another image follows is known
+         * from the next byte that is not whitespace (waiting for it delays
+         * only the first image). */
+        if (i == 0 && j->d->report && (st ? feof(stdin) : stream_ends(stdin))) {
+            snprintf(it->name, sizeof it->name, "standard input");
+            it->info.single = 1;
         }
         if (!st && j->d->transform) {
             st = output_of(j, "-", i, &it->output);
@@ -215,6 +241,8 @@ static gimg_status load(void *user, int i, void **state)
         }
     } else {
         const char *path = j->inputs[i];
+        it->info.path = path;
+        it->info.single = j->n_inputs == 1;
         snprintf(it->name, sizeof it->name, "%s", gimg_cli_name(path, 0));
         if (strlen(path) >= sizeof it->name)
             snprintf(it->name, sizeof it->name, "...%s", path + strlen(path) - 80);
@@ -238,7 +266,7 @@ static gimg_status compute(void *user, int lane, int i, void *state)
         FILE *f = open_memstream(&it->report, &it->report_len);
         if (!f)
             return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        st = j->d->report(j->d->user, j->ctx, it->name, &it->in, f);
+        st = j->d->report(j->d->user, j->ctx, &it->info, &it->in, f);
         if (fclose(f) != 0 && !st)
             st = gimg_fail(GIMG_E_NOMEM, "out of memory");
     }
@@ -270,7 +298,13 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     item *it = state;
     if (!st && it) {
         if (it->report) {
-            fwrite(it->report, 1, it->report_len, stdout);
+            if (j->d->emit) {
+                st = j->d->emit(j->d->user, &it->info, it->report, it->report_len, stdout);
+                if (st)
+                    message = gimg_last_error();
+            } else {
+                fwrite(it->report, 1, it->report_len, stdout);
+            }
         } else if (it->out.data) {
             double t0 = gimg_now_ms();
             st = gimg_write("-", &it->out, &j->c->write);
@@ -286,9 +320,13 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
         const char *name = it ? it->name : gimg_cli_name(j->stream ? "-" : j->inputs[i], 0);
         if (it && it->output_failed)
             name = gimg_cli_name(it->output, 1);
+        if (it && it->info.failed_on)
+            name = it->info.failed_on;
+        fflush(stdout); /* the reports before it come first */
         fprintf(stderr, "%s: %s: %s\n", j->d->tool, name, message);
     }
     if (it) {
+        free(it->info.failed_on);
         gimg_image_free(&it->in);
         gimg_image_free(&it->out);
         free(it->report);
@@ -308,9 +346,11 @@ static gimg_status gather_inputs(job *j, char ***list_storage)
     int n_list = 0;
     if (c->files_from) {
         gimg_status st = gimg_read_file_list(c->files_from, c->null_separated, &list, &n_list);
-        if (st)
-            return gimg_fail(st, "--files-from %s: %s", gimg_cli_name(c->files_from, 0),
-                             gimg_last_error());
+        if (st) {
+            char why[512]; /* gimg_fail writes where gimg_last_error reads */
+            snprintf(why, sizeof why, "%s", gimg_last_error());
+            return gimg_fail(st, "--files-from %s: %s", gimg_cli_name(c->files_from, 0), why);
+        }
     }
     *list_storage = list;
     j->inputs = malloc(((size_t)c->n_inputs + (size_t)n_list + 1) * sizeof *j->inputs);
@@ -406,8 +446,11 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
         st = make_output_folder(c->output);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
+    if (!st && d->prepare)
+        st = d->prepare(d->user, j.ctx, j.inputs, j.n_inputs, j.stream);
     if (st) {
         rc = gimg_cli_error(d->tool, NULL, st);
+        gimg_ctx_close(j.ctx);
         goto out;
     }
 

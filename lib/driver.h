@@ -9,6 +9,10 @@
  *    output image, written to the input's output name;
  *  - report (report tools: gstats, ghist): an input image to text, printed
  *    on standard output in input order.
+ * Reports are computed in parallel (-j), each into a buffer of its own;
+ * the buffers are printed on the calling thread in input order, through
+ * the optional emit callback, which sees them one after the other and so
+ * may keep state across inputs (print a CSV header once, separate tables).
  *
  * Inputs are the operands that are inputs (gimg_cli_common.n_inputs) then
  * the --files-from list. An input of "-" whose data starts like a PNM, PAM
@@ -34,13 +38,42 @@
 extern "C" {
 #endif
 
+/* What a report tool's callbacks know of one input. */
+typedef struct {
+    int index;          /* 0-based, in input order */
+    const char *path;   /* the input's path; "-" for standard input, and for
+                           each image of a stream */
+    const char *name;   /* how reports and messages name it: the path,
+                           "standard input", or "standard input (image N)"
+                           for the images of a stream of several */
+    int single;         /* 1 when the job is this one image: one input, or a
+                           stream holding one image */
+    char *failed_on;    /* report or emit may set it (malloc'd; the driver
+                           frees it): how messages name the file a failure
+                           was in, when it is not the input (an output) */
+} gimg_driver_item;
+
 typedef struct {
     const char *tool;
     /* One of these two. Called on a compute lane; ctx chooses the device. */
     gimg_status (*transform)(void *user, gimg_ctx *ctx, const gimg_image *in, gimg_image *out);
-    /* name is how messages name the input ("standard input" for "-"). */
-    gimg_status (*report)(void *user, gimg_ctx *ctx, const char *name, const gimg_image *in,
-                          FILE *out);
+    /* Writes the report of one input to out (a buffer); on failure what it
+     * wrote is dropped. May run for several inputs at once. */
+    gimg_status (*report)(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                          const gimg_image *in, FILE *out);
+    /* Report tools, optional: prints what report wrote for item (text, len)
+     * to out (standard output), on the calling thread, in input order, for
+     * each input whose report succeeded. Without it the text is printed as
+     * it is. A failure counts as the input's. */
+    gimg_status (*emit)(void *user, gimg_driver_item *item, const char *text, size_t len,
+                        FILE *out);
+    /* Optional: called once the inputs are known (inputs[0 .. n_inputs-1];
+     * stream: standard input is a stream of images, its number unknown) and
+     * ctx is open, before any input is read. A failure ends the job: its
+     * message is printed as "tool: message", the exit status is its
+     * status's (2 for GIMG_E_USAGE). */
+    gimg_status (*prepare)(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
+                           int stream);
     void *user;
 } gimg_driver;
 

@@ -239,6 +239,122 @@ for n in a.png b.pgm; do
 done
 result ghist-equalize-dir "$why"
 
+# The report tools on the driver: --files-from with NUL-separated awkward
+# names, a stream of frames of different sizes, -j keeping input order,
+# --fail-fast, -v's rate line. Each report must be the one a run on that
+# input alone prints.
+mkdir rodd
+cp in/a.png "rodd/with space.png"
+cp in/b.pgm "rodd/new
+line.pgm"
+cp in/c.pam "rodd/x y z.pam"
+for tool in gstats ghist; do
+    T_PROG=$BIN/$tool
+    opts=(--json)
+    [ $tool = gstats ] && opts=(--json -s mean,max,p50)
+    [ $tool = ghist ] && opts=(--json --bins 7 --luma)
+    : >want.json
+    for f in "rodd/new
+line.pgm" "rodd/with space.png" "rodd/x y z.pam"; do
+        "$T_PROG" "${opts[@]}" "$f" >>want.json 2>/dev/null || fail setup "$tool $f alone"
+    done
+    printf '%s\0' "rodd/new
+line.pgm" "rodd/with space.png" "rodd/x y z.pam" >list0
+    "$T_PROG" "${opts[@]}" --files-from - -0 <list0 >got.json 2>stderr.txt
+    rc=$?
+    why=""
+    [ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+    [ -z "$why" ] && { cmp -s got.json want.json || why="reports differ from one-at-a-time runs: $(head -c 300 got.json)"; }
+    result "$tool-files-from-nul" "$why"
+
+    # A stream of 3 frames of different sizes and layouts: 3 reports, each
+    # the frame's own, named "standard input (image N)".
+    : >want.json
+    n=0
+    for f in s1.ppm s2.pgm s3.pam; do
+        n=$((n + 1))
+        "$T_PROG" "${opts[@]}" - <"$f" 2>/dev/null |
+            sed "s/\"standard input\"/\"standard input (image $n)\"/" >>want.json
+    done
+    "$T_PROG" "${opts[@]}" - <stream.pnm >got.json 2>stderr.txt
+    rc=$?
+    why=""
+    [ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+    [ -z "$why" ] && { [ "$(grep -c . got.json)" -eq 3 ] || why="$(grep -c . got.json) reports, expected 3"; }
+    [ -z "$why" ] && { cmp -s got.json want.json || why="reports differ from one frame at a time: $(head -c 300 got.json)"; }
+    result "$tool-stream-per-frame" "$why"
+
+    # -j 2: a large image first, small ones after; reports in input order
+    # and the same as -j 1's.
+    [ -f big.ppm ] || "$GEN" --seed 31 1600 1200 3 8 big.ppm || fail setup "gen big.ppm"
+    order=(big.ppm s3.pam in/a.png s2.pgm in/e.png s1.ppm in/b.pgm)
+    "$T_PROG" "${opts[@]}" -j 1 "${order[@]}" >want.json 2>/dev/null
+    "$T_PROG" "${opts[@]}" -j 2 "${order[@]}" >got.json 2>stderr.txt
+    rc=$?
+    why=""
+    [ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+    files=$(grep -o '"file": *"[^"]*"' got.json | sed 's/.*"\([^"]*\)"$/\1/' | tr '\n' ' ')
+    [ -z "$why" ] && { [ "$files" = "${order[*]} " ] || why="order: $files"; }
+    [ -z "$why" ] && { cmp -s got.json want.json || why="-j 2 and -j 1 differ"; }
+    result "$tool-jobs-input-order" "$why"
+
+    # --fail-fast: the first input fails, not all the others are reported.
+    "$T_PROG" "${opts[@]}" -j 1 --fail-fast in/corrupt.ppm many/*.png >got.json 2>stderr.txt
+    rc=$?
+    why=""
+    [ $rc -eq 1 ] || why="exit status $rc, expected 1 ($(head -c 200 stderr.txt | tr '\n' ' '))"
+    [ -z "$why" ] && { grep -q "^$tool: in/corrupt.ppm: " stderr.txt || why="message: $(head -c 200 stderr.txt)"; }
+    [ -z "$why" ] && { [ "$(grep -c . got.json)" -lt 12 ] || why="all 12 later inputs were still reported"; }
+    result "$tool-fail-fast" "$why"
+    # Without it, a failing input is named and the others go on.
+    "$T_PROG" "${opts[@]}" -j 2 many/1.png in/corrupt.ppm many/2.png >got.json 2>stderr.txt
+    rc=$?
+    why=""
+    [ $rc -eq 1 ] || why="exit status $rc, expected 1"
+    [ -z "$why" ] && { [ "$(grep -c . stderr.txt)" -eq 1 ] && grep -q "^$tool: in/corrupt.ppm: " stderr.txt || why="stderr: $(head -c 200 stderr.txt)"; }
+    [ -z "$why" ] && { [ "$(grep -o '"file": *"[^"]*"' got.json | tr -d ' ' | tr '\n' ' ')" = '"file":"many/1.png" "file":"many/2.png" ' ] || why="reports: $(head -c 200 got.json)"; }
+    result "$tool-failure-others-go-on" "$why"
+
+    "$T_PROG" -v many/1.png many/2.png >/dev/null 2>stderr.txt
+    why=""
+    grep -q "^$tool: 2 images in .* images/s, .* megapixels/s" stderr.txt || why="no rate line: $(head -c 300 stderr.txt)"
+    result "$tool-verbose-rate" "$why"
+done
+
+# ghist's CSV: one header for a batch with -j 2 and a stream; a layout
+# other than the first report's is still refused, in input order.
+"$GHIST" --csv --bins 4 -j 2 in/a.png in/d.jpg in/b.pgm in/e.png >got.csv 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 1 ] || why="exit status $rc, expected 1"
+[ -z "$why" ] && { [ "$(grep -c '^file,bin,lo,hi,red,green,blue$' got.csv) $(grep -c '^file,' got.csv)" = "1 1" ] || why="headers: $(grep '^file' got.csv | tr '\n' ' ')"; }
+[ -z "$why" ] && { [ "$(cut -d, -f1 got.csv | grep '^in/' | uniq | tr '\n' ' ')" = "in/a.png in/d.jpg " ] || why="reports: $(cut -d, -f1 got.csv | uniq | tr '\n' ' ')"; }
+[ -z "$why" ] && { grep -q '^ghist: in/b.pgm: .*(gray).*(red,green,blue)' stderr.txt && grep -q '^ghist: in/e.png: ' stderr.txt || why="stderr: $(head -c 300 stderr.txt)"; }
+result ghist-csv-one-header-jobs "$why"
+"$GHIST" --csv --bins 2 -c luma - <stream.pnm >got.csv 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+[ -z "$why" ] && { [ "$(grep -c '^file,' got.csv) $(grep -c '^standard input (image [123]),' got.csv)" = "1 15" ] || why="got: $(head -c 300 got.csv)"; }
+result ghist-csv-stream "$why"
+# --equalize - on a stream: a stream of the frames equalized one by one.
+for f in s1.ppm s2.pgm s3.pam; do "$GHIST" --equalize - "$f"; done >want.pnm
+"$GHIST" --equalize - - <stream.pnm >got.pnm 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc ($(head -c 200 stderr.txt | tr '\n' ' '))"
+[ -z "$why" ] && { cmp -s got.pnm want.pnm || why="the equalized stream differs from the frames one by one"; }
+result ghist-equalize-stream "$why"
+# gstats --compare: the reference is read once (from standard input here,
+# which could not be read twice) and each input compared with it.
+"$GSTATS" --compare - --csv -s differing -c all s1.ppm in/a.png s1.ppm <s1.ppm >got.csv 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 1 ] || why="exit status $rc, expected 1 (in/a.png is another size)"
+[ -z "$why" ] && { [ "$(tr '\n' ' ' <got.csv)" = "reference,file,channel,differing standard input,s1.ppm,all,0 standard input,s1.ppm,all,0 " ] || why="got: $(tr '\n' ' ' <got.csv)"; }
+[ -z "$why" ] && { grep -q '^gstats: in/a.png: size' stderr.txt || why="stderr: $(head -c 200 stderr.txt)"; }
+result gstats-compare-reference-once "$why"
+
 # ------------------------------------------------------------ composition
 # samples/Makefile and samples/pipeline.sh on images the project makes (the
 # three formats the Makefile takes, gray and alpha among them): every

@@ -83,16 +83,39 @@ result chain-in-float "$why"
 # alpha is blurred too.
 printf 'P7\nWIDTH 3\nHEIGHT 1\nDEPTH 2\nMAXVAL 255\nTUPLTYPE GRAYSCALE_ALPHA\nENDHDR\n' >ga.pam
 bytes 255 0 0 255 0 255 >>ga.pam
-for m in premultiply:"0 255 0 255 0 255" keep:"85 0 85 255 0 255" include:"85 85 85 170 0 170"; do
+for m in premultiply:"0 85 0 170 0 170" keep:"85 0 85 255 0 255" include:"85 85 85 170 0 170"; do
     mode=${m%%:*}
     want=${m#*:}
     if "$GC" -k '1 1 1' --scale 0.33333334 --border zero --alpha "$mode" ga.pam out.pam 2>err.txt; then
         got=$(payload out.pam 6)
-        # premultiply leaves alpha unscaled: the box sum, clamped.
+        # premultiply: alpha is the box average (the sum over the gain, 3), unscaled.
         result "alpha-$mode" "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
     else
         fail "alpha-$mode" "exit status $?: $(head -c 200 err.txt)"
     fi
+done
+
+# premultiply: a kernel's gain does not change alpha (a uniform 100 stays
+# 100 through '1 1 1' and --scale); zero-sum kernels keep the input's alpha,
+# so an opaque image stays opaque with --alpha keep's colours.
+printf 'P7\nWIDTH 3\nHEIGHT 1\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n' >ra.pam
+bytes 10 20 30 100 40 50 60 100 70 80 90 100 >>ra.pam
+if "$GC" -k '1 1 1' --scale 0.3333 ra.pam out.pam 2>err.txt; then
+    got=$(payload out.pam 12)
+    want="20 30 40 100 40 50 60 100 60 70 80 100"
+    result alpha-premultiply-gain "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
+else
+    fail alpha-premultiply-gain "exit status $?: $(head -c 200 err.txt)"
+fi
+# An opaque 8x5 RGBA with colours all over the range.
+printf 'P7\nWIDTH 8\nHEIGHT 5\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n' >opaque.pam
+bytes $(for i in $(seq 0 39); do echo $((i * 37 % 256)) $((i * 91 % 256)) $((i * 13 % 256)) 255; done) >>opaque.pam
+for k in sobel-x laplacian edge; do
+    why=""
+    "$GC" -k $k opaque.pam p.pam 2>err.txt && "$GC" -k $k --alpha keep opaque.pam q.pam ||
+        why="failed: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { why=$(same p.pam q.pam) || true; }
+    result "alpha-premultiply-zero-gain-$k" "$why"
 done
 
 # 16-bit and float stay 16-bit and float.

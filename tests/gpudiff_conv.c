@@ -188,6 +188,50 @@ static void test_awkward_sizes(void)
     gimg_kernel_free(&k), gimg_kernel_free(&g);
 }
 
+/* --alpha premultiply with kernels whose gain is not 1 (alpha divided by
+ * the gain) or is 0 (the input's alpha kept, read from the epilogue's
+ * alpha_src), alone and chained, every sample type, 2 and 4 channels,
+ * with and without --scale/--abs. */
+static void test_premultiply_gains(void)
+{
+    static const char *const specs[] = {"1 1 1", "1 2 1; 2 4 2; 1 2 1", "0.3 -0.2 0.4",
+                                        "sobel-x", "laplacian", "edge", "sobel", "log:1",
+                                        "emboss"};
+    gimg_kernel r = random_kernel(3, 3, 40, 0), chain[2] = {named("gaussian:1"), named("1 1 1")};
+    const int W = g_small ? 67 : 203, H = g_small ? 29 : 131;
+    uint64_t seed = 500;
+    for (size_t i = 0; i <= sizeof specs / sizeof *specs + 1; i++) {
+        gimg_kernel k = {0};
+        const gimg_kernel *ks = &r;
+        int nk = 1;
+        const char *what = "random 3x3";
+        if (i < sizeof specs / sizeof *specs) {
+            k = named(specs[i]);
+            ks = &k, what = specs[i];
+        } else if (i > sizeof specs / sizeof *specs) {
+            ks = chain, nk = 2, what = "gaussian:1 then 1 1 1";
+        }
+        for (size_t s = 0; s < 3; s++)
+            for (int c = 2; c <= 4; c += 2)
+                for (int e = 0; e < 2; e++) {
+                    gimg_conv_opts o;
+                    gimg_conv_opts_init(&o);
+                    o.kernels = ks;
+                    o.n_kernels = nk;
+                    o.border = (gimg_border)(seed % 5);
+                    if (e) {
+                        o.scale = 1.0f / 3;
+                        o.bias = k_samples[s] == GIMG_F32 ? 0.125f : 9.0f;
+                        o.absolute = 1;
+                    }
+                    check_case(W, H, c, k_samples[s], &o, 1, what, seed++);
+                }
+        if (k.taps)
+            gimg_kernel_free(&k);
+    }
+    gimg_kernel_free(&r), gimg_kernel_free(&chain[0]), gimg_kernel_free(&chain[1]);
+}
+
 /* The path the tools take: gimg_conv with --device gpu. */
 static void test_public_path(void)
 {
@@ -228,6 +272,7 @@ int main(int argc, char **argv)
     RUN(test_large_kernels);
     RUN(test_chains);
     RUN(test_awkward_sizes);
+    RUN(test_premultiply_gains);
     RUN(test_public_path);
     gimg_gpu_close(g_gpu);
     return check_summary();

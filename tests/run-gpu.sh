@@ -20,50 +20,76 @@ nvidia-smi -L
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
-echo "== differential tests (GPU == CPU)"
+# TEST_GPU_PARTS picks parts (default all): diff (the differential tests),
+# san (compute-sanitizer over them), cli (the CLI suites on the GPU), so
+# that a short lease can run them in separate calls. Every parallel job is
+# bounded by TEST_GPU_TIMEOUT seconds (a job over it fails, named) and says
+# how long it took, so the slow ones are plain to see.
+PARTS=${TEST_GPU_PARTS:-diff san cli}
+LIMIT=${TEST_GPU_TIMEOUT:-400}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 # The programs, not their objects beside them.
 GPUDIFF=$(find "$BUILD/tests" -maxdepth 1 -name 'gpudiff_*' ! -name '*.o' | sort)
-for d in $GPUDIFF; do
-    "$d" 2>&1 | tee "$logs/${d##*/}.log"
-done
+if part diff; then
+    echo "== differential tests (GPU == CPU)"
+    for d in $GPUDIFF; do
+        start=$SECONDS
+        "$d" 2>&1 | tee "$logs/${d##*/}.log"
+        echo "(${d##*/}: $((SECONDS - start)) s)"
+    done
+fi
 
 # sanitize TOOL BINARY: one compute-sanitizer run over a gpudiff program's
 # small sizes; PASS only with a clean summary.
 sanitize() {
-    local tool=$1 d=$2 out rc
-    out=$(compute-sanitizer --tool "$tool" --error-exitcode 9 "$d" --small 2>&1)
+    local tool=$1 d=$2 out rc start=$SECONDS
+    out=$(timeout "$LIMIT" compute-sanitizer --tool "$tool" --error-exitcode 9 "$d" --small 2>&1)
     rc=$?
     if [ $rc -eq 0 ] && echo "$out" | grep -Eq '(ERROR|RACECHECK) SUMMARY: 0 (errors|hazards)'; then
-        echo "PASS: compute-sanitizer $tool ${d##*/}"
+        echo "PASS: compute-sanitizer $tool ${d##*/} ($((SECONDS - start)) s)"
     else
         echo "$out" | tail -30
+        [ $rc -eq 124 ] && rc="timed out after $LIMIT s"
         echo "FAIL: compute-sanitizer $tool ${d##*/}: exit $rc"
     fi
 }
 
-echo "== the CLI suites with GIMG_DEVICE=gpu, and compute-sanitizer (in parallel)"
-for t in tests/cli_g*.sh tests/cli_batch.sh; do
-    name=${t##*/}
-    (GIMG_DEVICE=gpu BUILD=$BUILD BIN=$BIN bash "$t" 2>&1 | grep -E '^(PASS|FAIL|SKIP): ' |
-        sed 's/^\(PASS\|FAIL\|SKIP\): /\1: gpu: /' >"$logs/$name.log") &
-done
-if command -v compute-sanitizer >/dev/null; then
-    for d in $GPUDIFF; do
-        for tool in memcheck racecheck initcheck synccheck; do
-            sanitize "$tool" "$d" >"$logs/san-$tool-${d##*/}.log" 2>&1 &
-        done
+# cli_suite SCRIPT: one tool's CLI suite with GIMG_DEVICE=gpu.
+cli_suite() {
+    local t=$1 name=${1##*/} start=$SECONDS rc
+    GIMG_DEVICE=gpu BUILD=$BUILD BIN=$BIN timeout "$LIMIT" bash "$t" >"$logs/raw-$name" 2>&1
+    rc=$?
+    grep -E '^(PASS|FAIL|SKIP): ' "$logs/raw-$name" | sed 's/^\(PASS\|FAIL\|SKIP\): /\1: gpu: /'
+    [ $rc -eq 124 ] && echo "FAIL: gpu: $name: timed out after $LIMIT s"
+    echo "($name on the GPU: $((SECONDS - start)) s)" >&2
+}
+
+echo "== in parallel: $(part cli && echo 'the CLI suites with GIMG_DEVICE=gpu; ')$(part san && echo compute-sanitizer)"
+if part cli; then
+    for t in tests/cli_g*.sh tests/cli_batch.sh; do
+        cli_suite "$t" >"$logs/${t##*/}.log" &
     done
-else
-    echo "SKIP: compute-sanitizer: not installed" >"$logs/san.log"
+fi
+if part san; then
+    if command -v compute-sanitizer >/dev/null; then
+        for d in $GPUDIFF; do
+            for tool in memcheck racecheck initcheck synccheck; do
+                sanitize "$tool" "$d" >"$logs/san-$tool-${d##*/}.log" 2>&1 &
+            done
+        done
+    else
+        echo "SKIP: compute-sanitizer: not installed" >"$logs/san.log"
+    fi
 fi
 wait
 for f in "$logs"/cli_*.log "$logs"/san*.log; do
     [ -f "$f" ] && cat "$f"
 done
 
-passed=$(cat "$logs"/*.log | grep -c '^PASS: ')
-failed=$(cat "$logs"/*.log | grep -c '^FAIL: ')
-skipped=$(cat "$logs"/*.log | grep -c '^SKIP: ')
+passed=$(cat "$logs"/*.log 2>/dev/null | grep -c '^PASS: ')
+failed=$(cat "$logs"/*.log 2>/dev/null | grep -c '^FAIL: ')
+skipped=$(cat "$logs"/*.log 2>/dev/null | grep -c '^SKIP: ')
 [ "$failed" -gt 0 ] && { echo; echo "Failed:"; cat "$logs"/*.log | grep '^FAIL: '; }
 echo
 echo "$passed passed, $failed failed, $skipped skipped"

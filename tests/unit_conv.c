@@ -426,10 +426,12 @@ static void test_alpha_modes(void)
     o.scale = 1.0f / 3;
     o.border = GIMG_BORDER_ZERO;
     gimg_image out;
-    /* premultiply: no white bleeds in; alpha is the (unscaled) box sum. */
+    /* premultiply: no white bleeds in; alpha is the box average (the sum
+     * divided by the kernel's gain, 3; --scale does not apply to it). */
     CHECK(gimg_conv_reference(&im, &o, &out) == GIMG_OK, "premultiply");
     CHECK(out.data[2] == 0 && out.data[0] == 0, "colours bled: %d %d", out.data[0], out.data[2]);
-    CHECK(out.data[1] == 255 && out.data[3] == 255, "alpha %d %d", out.data[1], out.data[3]);
+    CHECK(out.data[1] == 85 && out.data[3] == 170 && out.data[5] == 170, "alpha %d %d %d",
+          out.data[1], out.data[3], out.data[5]);
     gimg_image_free(&out);
     /* keep: alpha unchanged, colours convolved as they are (white bleeds). */
     o.alpha = GIMG_ALPHA_KEEP;
@@ -700,6 +702,206 @@ static void test_fast_path_chains_and_large(void)
     gimg_kernel_free(&g);
 }
 
+/* ------------------------------------------- premultiply: alpha is averaged */
+
+static double px_get(const gimg_image *im, int x, int y, int c)
+{
+    const unsigned char *row = gimg_row(im, y);
+    size_t i = (size_t)x * im->channels + c;
+    switch (im->sample) {
+    case GIMG_U8: return row[i];
+    case GIMG_U16: return ((const uint16_t *)row)[i];
+    default: return ((const float *)row)[i];
+    }
+}
+
+static void px_set(gimg_image *im, int x, int y, int c, double v)
+{
+    unsigned char *row = gimg_row(im, y);
+    size_t i = (size_t)x * im->channels + c;
+    switch (im->sample) {
+    case GIMG_U8: row[i] = (uint8_t)v; break;
+    case GIMG_U16: ((uint16_t *)row)[i] = (uint16_t)v; break;
+    default: ((float *)row)[i] = (float)v;
+    }
+}
+
+/* Runs o through the reference and the fast path, which must agree bit for
+ * bit; returns the reference's result. */
+static gimg_image conv_both(const gimg_image *in, const gimg_conv_opts *o, const char *what)
+{
+    gimg_image out;
+    CHECK(gimg_conv_reference(in, o, &out) == GIMG_OK, "%s: %s", what, gimg_last_error());
+    fast_equals_reference(in, o, what);
+    return out;
+}
+
+/* Each layout: samples, a tolerance for colours (one step of the type, or
+ * relative for float) and a semi-transparent alpha. */
+static const struct { gimg_sample s; double max, tol, alpha; } k_alpha_types[] = {
+    {GIMG_U8, 255, 1, 100}, {GIMG_U16, 65535, 1, 30000}, {GIMG_F32, 1, 2e-6, 0.4},
+};
+
+/* RGBA (and gray+alpha) w x h, colours a seeded pattern in [0, max/2],
+ * alpha a, or for a < 0 a gradient along x. */
+static gimg_image alpha_image(int w, int h, int C, gimg_sample s, double max, double a)
+{
+    gimg_image im;
+    if (gimg_image_alloc(&im, w, h, C, s))
+        abort();
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            for (int c = 0; c < C - 1; c++) {
+                double v = (double)((x * 37 + y * 11 + c * 53) % 128) / 255;
+                px_set(&im, x, y, c, s == GIMG_F32 ? v * max : floor(v * max));
+            }
+            /* gradient: 20, 40, ... in 8-bit terms (max * (x + 1) / 12.75) */
+            double g = s == GIMG_F32 ? max * (x + 1) * 20 / 255 : floor(max * (x + 1) * 20 / 255);
+            px_set(&im, x, y, C - 1, a < 0 ? g : a);
+        }
+    return im;
+}
+
+/* A uniform semi-transparent alpha stays as it is through "1 1 1" (gain 3)
+ * with --scale 1/3, and the colours are the box average, as --alpha keep
+ * gives them (the old code tripled alpha). */
+static void test_premultiply_alpha_gain(void)
+{
+    gimg_kernel k = parse_ok("1 1 1", 0);
+    for (size_t t = 0; t < 3; t++)
+        for (int C = 2; C <= 4; C += 2) {
+            const double max = k_alpha_types[t].max, A = k_alpha_types[t].alpha;
+            gimg_image im = alpha_image(9, 4, C, k_alpha_types[t].s, max, A);
+            gimg_conv_opts o;
+            gimg_conv_opts_init(&o);
+            o.kernels = &k;
+            o.n_kernels = 1;
+            o.scale = 1.0f / 3;
+            gimg_image pre = conv_both(&im, &o, "1 1 1 premultiply");
+            o.alpha = GIMG_ALPHA_KEEP;
+            gimg_image keep = conv_both(&im, &o, "1 1 1 keep");
+            for (int y = 0; y < 4; y++)
+                for (int x = 0; x < 9; x++) {
+                    double a = px_get(&pre, x, y, C - 1);
+                    CHECK(t == 2 ? fabs(a - A) <= 1e-6 : a == A, "%d-bit c%d (%d,%d): alpha %g, want %g",
+                          8 * (int)im.sample, C, x, y, a, A);
+                    for (int c = 0; c < C - 1; c++) {
+                        double p = px_get(&pre, x, y, c), q = px_get(&keep, x, y, c);
+                        /* the box average of the input, by hand */
+                        double want = 0;
+                        for (int j = -1; j <= 1; j++)
+                            want += px_get(&im, x + j < 0 ? 0 : x + j > 8 ? 8 : x + j, y, c) / 3;
+                        double tol = k_alpha_types[t].tol;
+                        CHECK(fabs(p - q) <= tol && fabs(p - want) <= (t == 2 ? tol : 0.5 + 1e-9),
+                              "%d-bit c%d (%d,%d,%d): premultiply %g, keep %g, average %g",
+                              8 * (int)im.sample, C, x, y, c, p, q, want);
+                    }
+                }
+            gimg_image_free(&pre), gimg_image_free(&keep), gimg_image_free(&im);
+        }
+    gimg_kernel_free(&k);
+}
+
+/* Zero-sum kernels keep the input's alpha: an opaque image stays opaque,
+ * with exactly --alpha keep's colours; a uniform semi-transparent alpha
+ * stays too, with keep's colours to within rounding; a gradient's alpha is
+ * kept sample for sample (the old code made them all transparent). */
+static void test_premultiply_alpha_zero_gain(void)
+{
+    static const char *const specs[] = {"sobel-x", "laplacian", "edge", "sobel", "log:1",
+                                        "1 -2 1"};
+    for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+        gimg_kernel k = parse_ok(specs[s], 0);
+        for (size_t t = 0; t < 3; t++)
+            for (int C = 2; C <= 4; C += 2)
+                for (int mode = 0; mode < 3; mode++) { /* opaque, uniform, gradient */
+                    const double max = k_alpha_types[t].max;
+                    const double A = mode == 0 ? max : mode == 1 ? k_alpha_types[t].alpha : -1;
+                    gimg_image im = alpha_image(9, 5, C, k_alpha_types[t].s, max, A);
+                    gimg_conv_opts o;
+                    gimg_conv_opts_init(&o);
+                    o.kernels = &k;
+                    o.n_kernels = 1;
+                    o.border = (gimg_border)(s % 5);
+                    if (s % 2) {
+                        o.absolute = 1;
+                        o.scale = 0.5f;
+                    }
+                    char what[96];
+                    snprintf(what, sizeof what, "'%s' %d-bit c%d alpha mode %d", specs[s],
+                             8 * (int)im.sample, C, mode);
+                    gimg_image pre = conv_both(&im, &o, what);
+                    o.alpha = GIMG_ALPHA_KEEP;
+                    gimg_image keep = conv_both(&im, &o, what);
+                    for (int y = 0; y < 5; y++)
+                        for (int x = 0; x < 9; x++) {
+                            CHECK(px_get(&pre, x, y, C - 1) == px_get(&im, x, y, C - 1),
+                                  "%s (%d,%d): alpha %g, input %g", what, x, y,
+                                  px_get(&pre, x, y, C - 1), px_get(&im, x, y, C - 1));
+                            if (mode == 2)
+                                continue;
+                            for (int c = 0; c < C - 1; c++) {
+                                double p = px_get(&pre, x, y, c), q = px_get(&keep, x, y, c);
+                                double tol = mode == 0 ? 0 : t == 2 ? 1e-5 * (1 + fabs(q)) : 1;
+                                CHECK(fabs(p - q) <= tol, "%s (%d,%d,%d): premultiply %g, keep %g",
+                                      what, x, y, c, p, q);
+                            }
+                        }
+                    gimg_image_free(&pre), gimg_image_free(&keep), gimg_image_free(&im);
+                }
+        gimg_kernel_free(&k);
+    }
+}
+
+/* A semi-transparent gradient through box:1 (gain 1) and through the same
+ * box unnormalized (gain 9) with --scale 1/9: alpha is the box average of
+ * alpha, colours the alpha-weighted average of the colours. */
+static void test_premultiply_alpha_box_average(void)
+{
+    gimg_kernel ks[2] = {parse_ok("box:1", 0), parse_ok("1 1 1; 1 1 1; 1 1 1", 0)};
+    for (int n = 0; n < 2; n++)
+        for (size_t t = 0; t < 3; t++)
+            for (int C = 2; C <= 4; C += 2) {
+                const double max = k_alpha_types[t].max;
+                const int W = 11, H = 4;
+                gimg_image im = alpha_image(W, H, C, k_alpha_types[t].s, max, -1);
+                gimg_conv_opts o;
+                gimg_conv_opts_init(&o);
+                o.kernels = &ks[n];
+                o.n_kernels = 1;
+                o.scale = n ? 1.0f / 9 : 1.0f; /* colours: sums; alpha: never scaled */
+                char what[96];
+                snprintf(what, sizeof what, "%s %d-bit c%d", n ? "box sum" : "box:1",
+                         8 * (int)im.sample, C);
+                gimg_image out = conv_both(&im, &o, what);
+                for (int y = 0; y < H; y++)
+                    for (int x = 0; x < W; x++) {
+                        double asum = 0, csum[3] = {0};
+                        for (int i = -1; i <= 1; i++)
+                            for (int j = -1; j <= 1; j++) {
+                                int xx = x + j < 0 ? 0 : x + j >= W ? W - 1 : x + j;
+                                int yy = y + i < 0 ? 0 : y + i >= H ? H - 1 : y + i;
+                                double a = px_get(&im, xx, yy, C - 1);
+                                asum += a;
+                                for (int c = 0; c < C - 1; c++)
+                                    csum[c] += a * px_get(&im, xx, yy, c);
+                            }
+                        double want = asum / 9, got = px_get(&out, x, y, C - 1);
+                        double tol = t == 2 ? 1e-6 : 0.5 + 1e-6;
+                        CHECK(fabs(got - want) <= tol, "%s (%d,%d): alpha %g, box average %g",
+                              what, x, y, got, want);
+                        for (int c = 0; c < C - 1; c++) {
+                            double cw = csum[c] / asum, cg = px_get(&out, x, y, c);
+                            CHECK(fabs(cg - cw) <= (t == 2 ? 1e-5 : 0.5 + 1e-3),
+                                  "%s (%d,%d,%d): colour %g, weighted average %g", what, x, y,
+                                  c, cg, cw);
+                        }
+                    }
+                gimg_image_free(&out), gimg_image_free(&im);
+            }
+    gimg_kernel_free(&ks[0]), gimg_kernel_free(&ks[1]);
+}
+
 /* --device auto's model: the GPU never for kernels cheaper than the
  * transfers, sooner for larger kernels and fewer CPU threads, never below
  * the floor. */
@@ -739,6 +941,9 @@ int main(void)
     RUN(test_separable_close_to_dense);
     RUN(test_fast_path_bit_identical);
     RUN(test_fast_path_chains_and_large);
+    RUN(test_premultiply_alpha_gain);
+    RUN(test_premultiply_alpha_zero_gain);
+    RUN(test_premultiply_alpha_box_average);
     RUN(test_auto_threshold);
     return check_summary();
 }

@@ -1,7 +1,10 @@
 /* bench.h — what the GPU benchmarks share: a checked CUDA call that exits,
- * and the median of many event-timed runs after a warm-up. */
+ * opening the GPU, the median of many event-timed runs after a warm-up, and
+ * (with NPP) a stream context for NPP's _Ctx calls. */
 #ifndef GIMG_BENCH_H
 #define GIMG_BENCH_H
+
+#include "gpu_internal.h"
 
 #include <cuda_runtime_api.h>
 
@@ -43,5 +46,43 @@ template <typename F> static double median_ms(cudaStream_t s, int warmup, int ru
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
 }
+
+/* Opens device 0 for gimg, or exits 77 (skipped) without one, and prints
+ * the GPU's name, SMs and L2 size as the first line of the output. */
+static gimg_gpu *bench_open(cudaDeviceProp *p)
+{
+    gimg_gpu *g;
+    if (gimg_gpu_open(0, &g)) {
+        fprintf(stderr, "bench: %s\n", gimg_last_error());
+        exit(77);
+    }
+    CK(cudaGetDeviceProperties(p, 0));
+    printf("GPU: %s, %d SMs, L2 %d MB\n", p->name, p->multiProcessorCount, p->l2CacheSize >> 20);
+    return g;
+}
+
+#ifdef GIMG_HAVE_NPP
+#include <nppcore.h>
+
+/* NPP's context for the current device, on stream s. */
+static NppStreamContext npp_context(cudaStream_t s)
+{
+    NppStreamContext c = {};
+    int dev;
+    cudaDeviceProp p;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&p, dev));
+    c.hStream = s;
+    c.nCudaDeviceId = dev;
+    c.nMultiProcessorCount = p.multiProcessorCount;
+    c.nMaxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
+    c.nMaxThreadsPerBlock = p.maxThreadsPerBlock;
+    c.nSharedMemPerBlock = p.sharedMemPerBlock;
+    c.nCudaDevAttrComputeCapabilityMajor = p.major;
+    c.nCudaDevAttrComputeCapabilityMinor = p.minor;
+    CK(cudaStreamGetFlags(s, &c.nStreamFlags));
+    return c;
+}
+#endif
 
 #endif

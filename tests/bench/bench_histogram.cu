@@ -230,25 +230,6 @@ struct Cub {
 };
 
 #ifdef GIMG_HAVE_NPP
-static NppStreamContext npp_context(cudaStream_t s)
-{
-    NppStreamContext c = {};
-    int dev;
-    cudaDeviceProp p;
-    CK(cudaGetDevice(&dev));
-    CK(cudaGetDeviceProperties(&p, dev));
-    c.hStream = s;
-    c.nCudaDeviceId = dev;
-    c.nMultiProcessorCount = p.multiProcessorCount;
-    c.nMaxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
-    c.nMaxThreadsPerBlock = p.maxThreadsPerBlock;
-    c.nSharedMemPerBlock = p.sharedMemPerBlock;
-    c.nCudaDevAttrComputeCapabilityMajor = p.major;
-    c.nCudaDevAttrComputeCapabilityMinor = p.minor;
-    CK(cudaStreamGetFlags(s, &c.nStreamFlags));
-    return c;
-}
-
 /* NPP's buffer-size out-parameter was int * in older releases, size_t * in
  * newer ones: this converts to either. */
 struct NppSize {
@@ -499,14 +480,8 @@ static void bench_break_even(gimg_gpu *g)
 
 int main(int argc, char **argv)
 {
-    gimg_gpu *g;
-    if (gimg_gpu_open(0, &g)) {
-        fprintf(stderr, "bench: %s\n", gimg_last_error());
-        return 77;
-    }
     cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, 0));
-    printf("GPU: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    gimg_gpu *g = bench_open(&p);
     const bool all = !(argc > 1 && !strcmp(argv[1], "--quick"));
     bench_main(g);
     if (all) {

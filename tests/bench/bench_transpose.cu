@@ -42,25 +42,6 @@ static const gimg_orient_op kOps[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_ROT90,
                                       GIMG_ORIENT_ROT180};
 
 #ifdef GIMG_HAVE_NPP
-static NppStreamContext npp_context(cudaStream_t s)
-{
-    NppStreamContext c = {};
-    int dev;
-    cudaDeviceProp p;
-    CK(cudaGetDevice(&dev));
-    CK(cudaGetDeviceProperties(&p, dev));
-    c.hStream = s;
-    c.nCudaDeviceId = dev;
-    c.nMultiProcessorCount = p.multiProcessorCount;
-    c.nMaxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
-    c.nMaxThreadsPerBlock = p.maxThreadsPerBlock;
-    c.nSharedMemPerBlock = p.sharedMemPerBlock;
-    c.nCudaDevAttrComputeCapabilityMajor = p.major;
-    c.nCudaDevAttrComputeCapabilityMinor = p.minor;
-    CK(cudaStreamGetFlags(s, &c.nStreamFlags));
-    return c;
-}
-
 static NppStatus npp_transpose(const Layout &l, const void *in, int in_step, void *out,
                                int out_step, NppStreamContext c)
 {
@@ -208,14 +189,8 @@ static void bench_break_even(gimg_gpu *g)
 
 int main(void)
 {
-    gimg_gpu *g;
-    if (gimg_gpu_open(0, &g)) {
-        fprintf(stderr, "bench: %s\n", gimg_last_error());
-        return 77;
-    }
     cudaDeviceProp p;
-    CK(cudaGetDeviceProperties(&p, 0));
-    printf("GPU: %s, %d SMs, L2 %d MB\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+    gimg_gpu *g = bench_open(&p);
     bench_kernels(g);
     bench_break_even(g);
     gimg_gpu_close(g);

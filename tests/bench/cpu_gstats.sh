@@ -9,16 +9,6 @@
 # Skipped when vips is not installed.
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-bin}
-BUILD=${BUILD:-build}
-if ! command -v vips >/dev/null; then
-    echo "bench-cpu: vips not installed: skipped"
-    exit 0
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-"$BUILD"/tests/gen --seed 3 4096 4096 3 8 "$tmp/in.ppm" || exit 1
-
 . tests/bench/timing.sh
 
 # vips stats writes a matrix: row 0 is all bands, rows 1-3 the bands;

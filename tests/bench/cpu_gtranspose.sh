@@ -6,16 +6,6 @@
 # Skipped when vips is not installed.
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-bin}
-BUILD=${BUILD:-build}
-if ! command -v vips >/dev/null; then
-    echo "bench-cpu: vips not installed: skipped"
-    exit 0
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-"$BUILD"/tests/gen --seed 3 4096 4096 3 8 "$tmp/in.ppm" || exit 1
-
 . tests/bench/timing.sh
 
 ours=$(median_ms "$BIN"/gtranspose --device cpu --op rot90 "$tmp/in.ppm" "$tmp/ours.ppm") || exit 1

@@ -1,4 +1,16 @@
-# tests/bench/timing.sh — sourced by the cpu_*.sh benchmarks.
+# tests/bench/timing.sh — sourced by the cpu_*.sh benchmarks, from the
+# repository's root: BIN and BUILD, an exit (skipped) when vips is not
+# installed, $tmp (removed on exit) holding in.ppm, a seeded 4096x4096 RGB
+# PPM, and median_ms.
+BIN=${BIN:-bin}
+BUILD=${BUILD:-build}
+if ! command -v vips >/dev/null; then
+    echo "bench-cpu: vips not installed: skipped"
+    exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$BUILD"/tests/gen --seed 3 4096 4096 3 8 "$tmp/in.ppm" || exit 1
 
 # Median wall time in ms of a command over 9 runs, after one warm-up.
 median_ms() {
