@@ -82,15 +82,29 @@ if [ -x "$BIN/gtranspose" ]; then
     "$BIN/gtranspose" -v --op rot90 "$OUT/gradient-rgb.png" "$OUT/gradient-rgb-rot90.png"
     ran=$((ran + 1))
 fi
-for tool in gconv ghist gstats; do
-    if [ -x "$BIN/$tool" ]; then
-        say "$tool:"
-        "$BIN/$tool" --version
-        ran=$((ran + 1))
-    else
-        say "$tool: not part of this version yet"
-    fi
-done
+if [ -x "$BIN/gconv" ]; then
+    "$BIN/gconv" -k gaussian:2 "$OUT/gradient-rgba.png" "$OUT/gradient-rgba-blur.png"
+    "$BIN/gconv" -k sharpen "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-sharpen.png"
+    "$BIN/gconv" -k sobel "$OUT/gradient-rgb.png" "$OUT/gradient-rgb-sobel.png"
+    # A blur then an edge map, in float between the two kernels.
+    "$BIN/gconv" -k box:2 -k laplacian --abs --scale 8 "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-edges.png"
+    say "gconv: blur, sharpen, edges; what -v reports:"
+    "$BIN/gconv" -v -k gaussian:1.5 "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-blur.png"
+    ran=$((ran + 1))
+fi
+if [ -x "$BIN/ghist" ]; then
+    "$BIN/ghist" --plot "$OUT/noise-rgb-hist.png" --bins 32 "$OUT/noise-rgb.ppm" >/dev/null
+    "$BIN/ghist" --equalize "$OUT/gradient-gray16-equalized.png" "$OUT/gradient-gray16.png"
+    say "ghist: 8 bins of the noise sample (and a plot of 32 in noise-rgb-hist.png):"
+    "$BIN/ghist" --bins 8 "$OUT/noise-rgb.ppm"
+    ran=$((ran + 1))
+fi
+if [ -x "$BIN/gstats" ]; then
+    say "gstats: the noise sample, then how far the sharpened one is from it:"
+    "$BIN/gstats" "$OUT/noise-rgb.ppm"
+    "$BIN/gstats" --compare "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-sharpen.png"
+    ran=$((ran + 1))
+fi
 
 say "ran $ran tool(s); the samples and results are in $(pwd)/$OUT/:"
 ls "$OUT"
