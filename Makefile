@@ -7,6 +7,7 @@
 #                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_TIMEOUT=400
 #                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
+#   make bench-batch  the batch pipeline: GPU, CPU and codecs alone
 #   make fuzz       libFuzzer targets (clang); make fuzz-smoke runs each a while
 #   make test-valgrind  the CLI suites under valgrind memcheck
 #   make demo       installs what is missing, builds, runs every tool on samples
@@ -75,7 +76,7 @@ $(BUILD)/config: FORCE | $(BUILD)/dirs
 	@echo '$(CONFIG)' | cmp -s - $@ || echo '$(CONFIG)' > $@
 FORCE:
 
-.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench tune demo install clean check-man FORCE
+.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench bench-batch tune demo install clean check-man FORCE
 all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 	@echo "gimg: built $(TOOLS) in $(BIN)/ — backend: $(BACKEND)"
 
@@ -155,6 +156,11 @@ $(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
 BENCH_BINS := $(patsubst tests/bench/%.cu,$(BUILD)/tests/bench/%,$(wildcard tests/bench/bench_*.cu))
 bench: all $(BENCH_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/run.sh
+
+# Many images in one process: the batch pipeline, GPU against CPU against
+# the codecs alone (BATCH_IMAGES=500 JPEGs of 1 MP; the GPU part needs one).
+bench-batch: all $(BUILD)/tests/gen
+	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/batch.sh
 
 # Times other tile shapes of the kernels (see tests/bench/tune_transpose.cu).
 $(BUILD)/tests/bench/tune_transpose: kernels/transpose.cu
