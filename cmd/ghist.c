@@ -298,18 +298,6 @@ typedef struct {
     char *csv_header;           /* the CSV header printed, once one is */
 } job;
 
-/* 1 if a name spec numbers its files (%i or %Ni), as a stream's need. */
-static int numbers_outputs(const char *spec)
-{
-    for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {
-        if (p[1] == 'i' || (p[1] >= '1' && p[1] <= '9' && p[2] == 'i'))
-            return 1;
-        if (!p[1])
-            break;
-    }
-    return 0;
-}
-
 static int names_one_file(const char *spec)
 {
     return !strchr(spec, '%') && spec[strlen(spec) - 1] != '/';
@@ -383,7 +371,7 @@ static gimg_status item_output(const job *j, char **list, const char *spec,
         *out = strdup(list[item->index]);
         return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
     }
-    if (item->index > 0 && strcmp(spec, "-") != 0 && !numbers_outputs(spec))
+    if (item->index > 0 && strcmp(spec, "-") != 0 && !gimg_pattern_numbers(spec))
         return gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
                                        "outputs with a pattern using %%i");
     return output_name(j, spec, "-", item->index, out);

@@ -68,6 +68,17 @@ void gimg_file_list_free(char **paths)
 
 /* ----------------------------------------------------------- output names */
 
+int gimg_pattern_numbers(const char *spec)
+{
+    for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {
+        if (p[1] == 'i' || (p[1] >= '1' && p[1] <= '9' && p[2] == 'i'))
+            return 1;
+        if (!p[1])
+            break;
+    }
+    return 0;
+}
+
 /* A growing string; on allocation failure ->data becomes NULL and stays so. */
 typedef struct {
     char *data;

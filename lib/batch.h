@@ -51,6 +51,9 @@ void gimg_file_list_free(char **paths);
  * ("-") is named "stdin". *out is malloc'd; the caller frees. */
 gimg_status gimg_output_path(const char *spec, const char *input, int index, const char *ext,
                              char **out);
+/* 1 if a pattern numbers its files (%i or %Ni), as the images of a stream,
+ * which have no names of their own, need. */
+int gimg_pattern_numbers(const char *spec);
 /* Fails with GIMG_E_USAGE, naming both inputs, when two outputs name the
  * same file (compared after resolving their folders), before any work. */
 gimg_status gimg_check_output_collisions(char *const *inputs, char *const *outputs, int n);

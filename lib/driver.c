@@ -171,18 +171,6 @@ gimg_status gimg_ctx_read(gimg_ctx *ctx, const char *path, gimg_image *im)
     return st;
 }
 
-/* 1 if an output spec numbers its files (%i or %Ni). */
-static int numbers_outputs(const char *spec)
-{
-    for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {
-        if (p[1] == 'i' || (p[1] >= '1' && p[1] <= '9' && p[2] == 'i'))
-            return 1;
-        if (!p[1])
-            break;
-    }
-    return 0;
-}
-
 /* 1 if nothing but whitespace is left on f (which it then has read). */
 static int stream_ends(FILE *f)
 {
@@ -233,7 +221,7 @@ static gimg_status load(void *user, int i, void **state)
         if (!st && j->d->transform) {
             st = output_of(j, "-", i, &it->output);
             /* One output name for many images: refuse before overwriting. */
-            if (!st && i > 0 && strcmp(it->output, "-") != 0 && !numbers_outputs(j->c->output)) {
+            if (!st && i > 0 && strcmp(it->output, "-") != 0 && !gimg_pattern_numbers(j->c->output)) {
                 j->stream_over = 1;
                 st = gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
                                              "outputs with -o PATTERN using %%i");
