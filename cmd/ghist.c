@@ -351,13 +351,16 @@ static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n
     job *j = user;
     j->n_inputs = n_inputs;
     j->stream = stream;
-    if (stream)
-        return GIMG_OK; /* named image by image */
     gimg_status st = GIMG_OK;
-    if (j->s->plot)
+    /* A stream's images are named one by one, as they come. */
+    if (!stream && j->s->plot)
         st = output_names(j, inputs, j->s->plot, "--plot", &j->plots);
-    if (!st && j->s->equalize)
+    if (!stream && !st && j->s->equalize)
         st = output_names(j, inputs, j->s->equalize, "--equalize", &j->equalized);
+    if (!st && j->s->plot)
+        st = gimg_make_output_folder(j->s->plot);
+    if (!st && j->s->equalize)
+        st = gimg_make_output_folder(j->s->equalize);
     return st;
 }
 

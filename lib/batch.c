@@ -68,6 +68,31 @@ void gimg_file_list_free(char **paths)
 
 /* ----------------------------------------------------------- output names */
 
+gimg_status gimg_make_output_folder(const char *spec)
+{
+    struct stat sb;
+    if (!*spec || spec[strlen(spec) - 1] != '/' || (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return GIMG_OK;
+    char *dir = strdup(spec);
+    if (!dir)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_status st = GIMG_OK;
+    for (char *p = dir + 1; *p && !st; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir, strerror(errno));
+        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir,
+                           "a file of that name is in the way");
+        *p = '/';
+    }
+    free(dir);
+    return st;
+}
+
+
 int gimg_pattern_numbers(const char *spec)
 {
     for (const char *p = strchr(spec, '%'); p; p = strchr(p + 2, '%')) {

@@ -54,6 +54,10 @@ gimg_status gimg_output_path(const char *spec, const char *input, int index, con
 /* 1 if a pattern numbers its files (%i or %Ni), as the images of a stream,
  * which have no names of their own, need. */
 int gimg_pattern_numbers(const char *spec);
+/* An output spec DIR/ (ending in '/'): makes the folder with its parents,
+ * as mkdir -p does, when it does not exist; other specs: nothing. Called
+ * after every check and before any work. */
+gimg_status gimg_make_output_folder(const char *spec);
 /* Fails with GIMG_E_USAGE, naming both inputs, when two outputs name the
  * same file (compared after resolving their folders), before any work. */
 gimg_status gimg_check_output_collisions(char *const *inputs, char *const *outputs, int n);

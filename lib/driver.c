@@ -381,32 +381,6 @@ static gimg_status name_outputs(job *j)
     return gimg_check_output_collisions(j->inputs, j->outputs, j->n_inputs);
 }
 
-/* -o DIR/: the folder is made (with its parents) when it does not exist,
- * after every check and before any work, as mkdir -p would. */
-static gimg_status make_output_folder(const char *spec)
-{
-    struct stat sb;
-    if (!ends_with_slash(spec) || (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)))
-        return GIMG_OK;
-    char *dir = strdup(spec);
-    if (!dir)
-        return gimg_fail(GIMG_E_NOMEM, "out of memory");
-    gimg_status st = GIMG_OK;
-    for (char *p = dir + 1; *p && !st; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir, strerror(errno));
-        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir,
-                           "a file of that name is in the way");
-        *p = '/';
-    }
-    free(dir);
-    return st;
-}
-
 static void report_rate(const job *j, int n_done, double wall_ms)
 {
     fprintf(stderr, "%s: %d image%s in %.1f ms: %.1f images/s, %.1f megapixels/s\n",
@@ -431,7 +405,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
         st = gimg_fail(GIMG_E_USAGE, "refusing to write image data to a terminal (give OUTPUT, "
                                      "-o, or redirect)");
     if (!st && d->transform && strcmp(c->output, "-") != 0)
-        st = make_output_folder(c->output);
+        st = gimg_make_output_folder(c->output);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
     if (!st && d->prepare)

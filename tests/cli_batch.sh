@@ -238,6 +238,17 @@ for n in a.png b.pgm; do
     [ -z "$why" ] && why=$(same "eq/$n" "eq1-$n")
 done
 result ghist-equalize-dir "$why"
+# A missing DIR/ is made, with its parents, for --equalize and --plot alike.
+"$GHIST" --equalize new/eq/ --plot new/plots/ in/a.png in/b.pgm >/dev/null 2>stderr.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit status $rc: $(head -c 200 stderr.txt)"
+for n in a.png b.pgm; do
+    [ -z "$why" ] || break
+    why=$(same "new/eq/$n" "eq/$n")
+    [ -z "$why" ] && [ ! -s "new/plots/$n" ] && why="no plot new/plots/$n"
+done
+result ghist-output-folders-made "$why"
 
 # The report tools on the driver: --files-from with NUL-separated awkward
 # names, a stream of frames of different sizes, -j keeping input order,
