@@ -351,6 +351,7 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
     if (!v)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     int w = 0, h = 0, in_row = 0;
+    int number_before = 0; /* a number since the row's start or the last ',' */
     gimg_status st = GIMG_OK;
     size_t i = 0;
     while (i <= len && !st) {
@@ -373,12 +374,23 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
                                    name, MAX_SIDE);
             }
             in_row = 0;
+            number_before = 0;
             i++;
             if (i > len)
                 break;
             continue;
         }
-        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == ',' || ch == '\f' || ch == '\v') {
+        if (ch == ',') { /* "1,,2" or ", 1" would silently lose a value */
+            if (!number_before) {
+                st = gimg_fail(GIMG_E_USAGE, "kernel '%s': a ',' with no number before it (row %d)",
+                               name, h + 1);
+                break;
+            }
+            number_before = 0;
+            i++;
+            continue;
+        }
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f' || ch == '\v') {
             i++;
             continue;
         }
@@ -420,6 +432,7 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
             cap *= 2;
         }
         v[n++] = (float)d;
+        number_before = 1;
     }
     if (!st && h == 0)
         st = gimg_fail(GIMG_E_USAGE, "kernel '%s': empty kernel (no numbers)", name);

@@ -159,6 +159,8 @@ spec_error() { # NAME SPEC WORD
 }
 spec_error bad-number '1 2 x' "bad number 'x'"
 spec_error ragged '1 2; 3' 'ragged rows'
+spec_error double-comma '1,,2; 3 4 5' "a ',' with no number before it"
+spec_error leading-comma ', 1 2' "a ',' with no number before it"
 spec_error empty '' 'empty kernel'
 spec_error empty-rows ' ; ' 'empty kernel'
 spec_error unknown-name 'gauss:2' "unknown kernel 'gauss'"
