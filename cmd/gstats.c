@@ -542,12 +542,9 @@ static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n
 {
     job *j = user;
     if (j->s->reference) {
-        gimg_status st = gimg_ctx_read(ctx, j->s->reference, &j->ref);
-        if (st) {
-            char why[512]; /* gimg_fail writes where gimg_last_error reads */
-            snprintf(why, sizeof why, "%s", gimg_last_error());
-            return gimg_fail(st, "%s: %s", gimg_cli_name(j->s->reference, 0), why);
-        }
+        gimg_status st = gimg_read(j->s->reference, &j->ref);
+        if (st)
+            return gimg_fail(st, "%s: %s", gimg_cli_name(j->s->reference, 0), gimg_last_error());
         j->have_ref = 1;
     }
     if (j->s->csv) /* one header, whatever the inputs */

@@ -151,26 +151,6 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
     return st;
 }
 
-gimg_status gimg_ctx_read(gimg_ctx *ctx, const char *path, gimg_image *im)
-{
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    double t0 = gimg_now_ms();
-    gimg_status st = gimg_slurp(path, &buf, &len);
-    if (st)
-        return st;
-    gimg_info info;
-    size_t bytes;
-    if (gimg_probe_memory(buf, len, &info) == GIMG_OK &&
-        gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, &bytes) ==
-            GIMG_OK)
-        gimg_ctx_prepare(ctx, bytes);
-    st = gimg_decode_memory(buf, len, im);
-    gimg_slurp_free(buf, len);
-    gimg_ctx_add_time(ctx, GIMG_T_DECODE, gimg_now_ms() - t0);
-    return st;
-}
-
 /* 1 if nothing but whitespace is left on f (which it then has read). */
 static int stream_ends(FILE *f)
 {
@@ -334,11 +314,9 @@ static gimg_status gather_inputs(job *j, char ***list_storage)
     int n_list = 0;
     if (c->files_from) {
         gimg_status st = gimg_read_file_list(c->files_from, c->null_separated, &list, &n_list);
-        if (st) {
-            char why[512]; /* gimg_fail writes where gimg_last_error reads */
-            snprintf(why, sizeof why, "%s", gimg_last_error());
-            return gimg_fail(st, "--files-from %s: %s", gimg_cli_name(c->files_from, 0), why);
-        }
+        if (st)
+            return gimg_fail(st, "--files-from %s: %s", gimg_cli_name(c->files_from, 0),
+                             gimg_last_error());
     }
     *list_storage = list;
     j->inputs = malloc(((size_t)c->n_inputs + (size_t)n_list + 1) * sizeof *j->inputs);

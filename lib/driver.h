@@ -81,10 +81,6 @@ typedef struct {
  * went well, 1 some input failed, 2 a usage error found before the work). */
 int gimg_drive(const gimg_driver *d, const gimg_cli_common *c);
 
-/* Reads and decodes one file into *im (the caller frees it), letting CUDA
- * start on ctx while the pixels decode; the time counts as decoding. For
- * tools that read their inputs themselves. */
-gimg_status gimg_ctx_read(gimg_ctx *ctx, const char *path, gimg_image *im);
 
 #ifdef __cplusplus
 }

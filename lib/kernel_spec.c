@@ -485,11 +485,8 @@ gimg_status gimg_kernel_parse(const char *spec, int correlate, int normalize, gi
     gimg_status rd = gimg_slurp(spec + 1, &buf, &len);
     if (rd == GIMG_E_FORMAT) /* gimg_slurp's "empty file" */
         return gimg_fail(GIMG_E_USAGE, "kernel '%.200s': empty kernel (empty file)", spec);
-    if (rd) { /* gimg_slurp's message is the reason alone: name the file */
-        char why[256];
-        snprintf(why, sizeof why, "%s", gimg_last_error());
-        return gimg_fail(rd, "kernel file '%.200s': %s", spec + 1, why);
-    }
+    if (rd) /* gimg_slurp's message is the reason alone: name the file */
+        return gimg_fail(rd, "kernel file '%.200s': %s", spec + 1, gimg_last_error());
     if (len > (size_t)MAX_SIDE * MAX_SIDE * 64) {
         gimg_slurp_free(buf, len);
         return gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (%zu bytes)", spec, len);

@@ -47,6 +47,12 @@ template <typename F> static double median_ms(cudaStream_t s, int warmup, int ru
     return t[t.size() / 2];
 }
 
+/* The six layouts the transpose and statistics benchmarks time. */
+struct BenchLayout { const char *name; int channels; gimg_sample sample; };
+static const BenchLayout kBenchLayouts[] = {{"gray8", 1, GIMG_U8},  {"rgb8", 3, GIMG_U8},
+                                            {"rgba8", 4, GIMG_U8},  {"gray16", 1, GIMG_U16},
+                                            {"rgb16", 3, GIMG_U16}, {"rgba16", 4, GIMG_U16}};
+
 /* Opens device 0 for gimg, or exits 77 (skipped) without one, and prints
  * the GPU's name, SMs and L2 size as the first line of the output. */
 static gimg_gpu *bench_open(cudaDeviceProp *p)

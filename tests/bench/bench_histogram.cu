@@ -161,13 +161,24 @@ static bool validate_ours(const Problem &pr, int replicas, int threads, cudaStre
     return true;
 }
 
-/* The 256 bins of channel c of the CPU's counts, as 32-bit ints. */
-static bool same_bins(const Problem &pr, int c, const int *h_hist)
+/* Fills the four 256-bin device histograms with a pattern no count has. */
+static void poison_bins(int *const *d_hist, cudaStream_t s)
+{
+    for (int i = 0; i < 4; i++)
+        CK(cudaMemsetAsync(d_hist[i], 0xA5, 256 * sizeof(int), s));
+}
+
+/* Whether every channel's 256 device bins equal the CPU's counts. */
+static bool device_bins_match(const Problem &pr, int *const *d_hist)
 {
     const size_t stride = pr.p.bins + GIMG_HIST_EXTRA_SLOTS;
-    for (int b = 0; b < 256; b++)
-        if ((unsigned long long)h_hist[b] != pr.want[c * stride + b])
-            return false;
+    for (int c = 0; c < pr.h_img.channels; c++) {
+        int h[256];
+        CK(cudaMemcpy(h, d_hist[c], sizeof h, cudaMemcpyDeviceToHost));
+        for (int b = 0; b < 256; b++)
+            if ((unsigned long long)h[b] != pr.want[c * stride + b])
+                return false;
+    }
     return true;
 }
 
@@ -215,17 +226,10 @@ struct Cub {
     }
     bool validate(const Problem &pr, cudaStream_t s)
     {
-        for (int i = 0; i < 4; i++)
-            CK(cudaMemsetAsync(d_hist[i], 0xA5, 256 * sizeof(int), s));
+        poison_bins(d_hist, s);
         CK(run(pr, 0, s));
         CK(cudaStreamSynchronize(s));
-        for (int c = 0; c < pr.h_img.channels; c++) {
-            int h[256];
-            CK(cudaMemcpy(h, d_hist[c], sizeof h, cudaMemcpyDeviceToHost));
-            if (!same_bins(pr, c, h))
-                return false;
-        }
-        return true;
+        return device_bins_match(pr, d_hist);
     }
 };
 
@@ -288,18 +292,11 @@ struct Npp {
     }
     bool validate(const Problem &pr, cudaStream_t s)
     {
-        for (int i = 0; i < 4; i++)
-            CK(cudaMemsetAsync(d_hist[i], 0xA5, 256 * sizeof(int), s));
+        poison_bins(d_hist, s);
         if (run(pr, 0) != NPP_SUCCESS)
             return false;
         CK(cudaStreamSynchronize(s));
-        for (int c = 0; c < pr.h_img.channels; c++) {
-            int h[256];
-            CK(cudaMemcpy(h, d_hist[c], sizeof h, cudaMemcpyDeviceToHost));
-            if (!same_bins(pr, c, h))
-                return false;
-        }
-        return true;
+        return device_bins_match(pr, d_hist);
     }
 };
 #endif

@@ -39,10 +39,6 @@
 
 static const int kSide = 8192, kSets = 4, kWarmup = 3, kRuns = 30;
 
-struct Layout { const char *name; int channels; gimg_sample sample; };
-static const Layout kLayouts[] = {{"gray8", 1, GIMG_U8},  {"rgb8", 3, GIMG_U8},
-                                  {"rgba8", 4, GIMG_U8},  {"gray16", 1, GIMG_U16},
-                                  {"rgb16", 3, GIMG_U16}, {"rgba16", 4, GIMG_U16}};
 
 #ifdef GIMG_HAVE_NPP
 /* The buffer-size query takes an int * in older NPP and a size_t * in newer. */
@@ -69,7 +65,7 @@ static gimg_cuda_hist_map exact_map(gimg_sample s)
 }
 
 /* The moments and the histogram of image 0 against the CPU. */
-static int validate(gimg_gpu *g, const Layout &l, const gimg_image &h_in, const void *d_in,
+static int validate(gimg_gpu *g, const BenchLayout &l, const gimg_image &h_in, const void *d_in,
                     size_t pitch, unsigned char *d_scratch, gimg_moments *d_m,
                     unsigned long long *d_counts)
 {
@@ -126,7 +122,7 @@ static void bench_kernels(gimg_gpu *g)
     unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 1024);
     unsigned long long *d_sum;
     CK(cudaMalloc(&d_sum, 8));
-    for (const Layout &l : kLayouts) {
+    for (const BenchLayout &l : kBenchLayouts) {
         gimg_image h_in;
         if (gimg_image_alloc(&h_in, kSide, kSide, l.channels, l.sample)) {
             fprintf(stderr, "bench: %s\n", gimg_last_error());

@@ -32,17 +32,13 @@
 
 static const int kSide = 8192, kSets = 4, kWarmup = 3, kRuns = 30;
 
-struct Layout { const char *name; int channels; gimg_sample sample; };
-static const Layout kLayouts[] = {{"gray8", 1, GIMG_U8},  {"rgb8", 3, GIMG_U8},
-                                  {"rgba8", 4, GIMG_U8},  {"gray16", 1, GIMG_U16},
-                                  {"rgb16", 3, GIMG_U16}, {"rgba16", 4, GIMG_U16}};
 static const gimg_orient_op kOps[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_ROT90,
                                       GIMG_ORIENT_ROT270,    GIMG_ORIENT_TRANSVERSE,
                                       GIMG_ORIENT_FLIP,      GIMG_ORIENT_FLOP,
                                       GIMG_ORIENT_ROT180};
 
 #ifdef GIMG_HAVE_NPP
-static NppStatus npp_transpose(const Layout &l, const void *in, int in_step, void *out,
+static NppStatus npp_transpose(const BenchLayout &l, const void *in, int in_step, void *out,
                                int out_step, NppStreamContext c)
 {
     NppiSize roi = {kSide, kSide};
@@ -61,7 +57,7 @@ static NppStatus npp_transpose(const Layout &l, const void *in, int in_step, voi
 }
 #endif
 
-static int validate(gimg_gpu *g, const Layout &l, gimg_orient_op op, const gimg_image &h_in,
+static int validate(gimg_gpu *g, const BenchLayout &l, gimg_orient_op op, const gimg_image &h_in,
                     const void *d_in, size_t pitch, void *d_out)
 {
     gimg_orient_plan p = gimg_orient_plan_of(op);
@@ -90,7 +86,7 @@ static void bench_kernels(gimg_gpu *g)
            "read + written\n", kSide, kSide, kRuns, kSets);
     printf("%-7s %-10s %9s %9s %7s %9s %9s %8s\n", "layout", "op", "ms", "GB/s", "/copy",
            "npp ms", "npp GB/s", "vs npp");
-    for (const Layout &l : kLayouts) {
+    for (const BenchLayout &l : kBenchLayouts) {
         gimg_image h_in;
         if (gimg_image_alloc(&h_in, kSide, kSide, l.channels, l.sample)) {
             fprintf(stderr, "bench: %s\n", gimg_last_error());
