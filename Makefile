@@ -4,7 +4,8 @@
 #   make test       the CPU test suite (what CI runs)
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
 #                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without);
-#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_TIMEOUT=400
+#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_CLI=
+#                   "cli_gconv.sh ..." picks CLI suites, TEST_GPU_TIMEOUT=400
 #                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
 #   make bench-batch  the batch pipeline: GPU, CPU and codecs alone

@@ -329,6 +329,7 @@ enum { SLOT_FREE, SLOT_LOADING, SLOT_LOADED, SLOT_COMPUTING, SLOT_COMPUTED, SLOT
 typedef struct {
     int state;
     void *data;
+    size_t bytes;      /* spec->item_bytes of a loaded item */
     gimg_status st;
     char message[512];
 } slot;
@@ -340,7 +341,9 @@ typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     slot *ring;
-    int cap;
+    int cap;           /* slots: the most items in flight */
+    int base;          /* items in flight whatever their bytes */
+    size_t bytes_in_flight;
     int next_load, next_finish;
     int n_total;       /* items in all: spec->n_items, or known at the end */
     int loading;       /* an ordered load is running */
@@ -383,7 +386,11 @@ static int after(const gimg_pipeline_spec *spec, int state)
 
 static int may_load(const pipeline *p)
 {
-    if (p->stopped || p->loading || p->next_load >= p->next_finish + p->cap)
+    const int in_flight = p->next_load - p->next_finish;
+    if (p->stopped || p->loading || in_flight >= p->cap)
+        return 0;
+    if (p->spec->max_bytes_in_flight && in_flight >= p->base &&
+        p->bytes_in_flight >= p->spec->max_bytes_in_flight)
         return 0;
     return p->n_total < 0 || p->next_load < p->n_total;
 }
@@ -430,6 +437,10 @@ static void *worker_main(void *arg)
                 continue;
             }
             s->data = data;
+            if (!st && data && spec->item_bytes) {
+                s->bytes = spec->item_bytes(spec->user, data);
+                p->bytes_in_flight += s->bytes;
+            }
             stage_done(p, i, st, after(spec, SLOT_LOADED));
             continue;
         }
@@ -492,6 +503,7 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
     int workers = spec->workers > 0 ? spec->workers : 1;
     int lanes = spec->compute ? (spec->lanes > 0 ? spec->lanes : 1) : 0;
     p.cap = spec->max_in_flight > 0 ? spec->max_in_flight : workers + 2 * lanes;
+    p.base = workers + 2 * lanes < p.cap ? workers + 2 * lanes : p.cap;
     if (n_done)
         *n_done = 0;
     p.ring = calloc((size_t)p.cap, sizeof *p.ring);
@@ -543,6 +555,8 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
         pthread_mutex_lock(&p.lock);
         s->state = SLOT_FREE;
         s->data = NULL;
+        p.bytes_in_flight -= s->bytes;
+        s->bytes = 0;
         p.next_finish++;
         pthread_cond_broadcast(&p.changed);
     }

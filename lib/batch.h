@@ -72,6 +72,12 @@ typedef struct {
     int lane_threads;  /* OpenMP threads each lane's compute may use (>= 1) */
     int worker_threads; /* OpenMP threads each worker's load and store may use (>= 1) */
     int max_in_flight; /* items loaded but not finished; 0 = workers + 2 * lanes */
+    /* With item_bytes: past workers + 2 * lanes items in flight, load more
+     * (up to max_in_flight) only while those in flight hold fewer bytes
+     * than this, so that workers go on decoding while the lanes cannot
+     * compute yet (CUDA starting) without a bound on memory; 0 = none. */
+    size_t max_bytes_in_flight;
+    size_t (*item_bytes)(void *user, void *state); /* memory a loaded item holds */
     int ordered_load;  /* 1: load is called in index order, one at a time (a
                           stream read from a pipe) */
     int fail_fast;     /* 1: after a failure, start no new item */

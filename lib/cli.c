@@ -42,7 +42,8 @@ static const gimg_cli_option k_common[] = {
      K_FORMAT},
     {"quality", 0, "N", NULL, K_QUALITY},
     {"png-level", 0, "N", NULL, K_PNG_LEVEL},
-    {"device", 0, "DEV", "auto, cpu, gpu or gpu:N (default: $GIMG_DEVICE or auto)",
+    {"device", 0, "DEV", "auto, cpu, gpu, gpu:N[,N...] or gpu:all (default: $GIMG_DEVICE "
+                         "or auto)",
      K_DEVICE},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
     {"jobs", 'j', "N", NULL, K_JOBS},
@@ -245,7 +246,7 @@ static gimg_status parse_device(const char *s, const char *prefix, gimg_device *
     char msg[512];
     snprintf(msg, sizeof msg, "%s", gimg_last_error());
     if (!msg[0])
-        snprintf(msg, sizeof msg, "unknown device '%s' (auto, cpu, gpu or gpu:N)", s);
+        snprintf(msg, sizeof msg, "unknown device '%s'", s);
     return gimg_fail(GIMG_E_USAGE, "%s%s", prefix, msg);
 }
 
@@ -336,8 +337,7 @@ static void set_defaults(gimg_cli_common *c, char **argv)
     c->action = GIMG_CLI_RUN;
     c->output = "-";
     gimg_write_opts_init(&c->write);
-    c->device.kind = GIMG_DEV_AUTO;
-    c->device.gpu_index = 0;
+    gimg_parse_device("auto", &c->device);
     c->max_pixels = GIMG_DEFAULT_MAX_PIXELS;
     c->jobs = gimg_cpu_count();
     c->progress = -1;

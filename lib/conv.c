@@ -677,19 +677,15 @@ static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, i
     return GIMG_OK;
 }
 
-static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
-                           gimg_image *out, gpu_bufs *bf, double *kernel_ms)
+/* The kernels from d_in to d_out, between g's two events. */
+static gimg_status gpu_kernels(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
+                               const gimg_dimage *d_in, const gimg_dimage *d_out, gpu_bufs *bf)
 {
     const int W = in->width, H = in->height, C = in->channels;
     const int premult = gimg_conv_premultiplied(o, C);
-    gimg_dimage d_in, d_out;
     gimg_status st;
-    if ((st = gimg_gpu_image(g, 0, W, H, C, in->sample, &d_in)) ||
-        (st = gimg_gpu_image(g, 1, W, H, C, in->sample, &d_out)) ||
-        (st = gimg_gpu_upload(g, in, &d_in)))
-        return st;
-    const gimg_cuda_plane pin = plane_of(d_in.d_data, d_in.pitch_bytes, in->sample);
-    const gimg_cuda_plane pout = plane_of(d_out.d_data, d_out.pitch_bytes, in->sample);
+    const gimg_cuda_plane pin = plane_of(d_in->d_data, d_in->pitch_bytes, in->sample);
+    const gimg_cuda_plane pout = plane_of(d_out->d_data, d_out->pitch_bytes, in->sample);
     /* alpha_src, the input: keep mode's alpha, and premultiply mode's where
      * the gain is 0 (gimg_cuda_conv_narrow). */
     gimg_cuda_epilogue epi = {0, o->scale, o->bias, o->absolute,
@@ -723,7 +719,25 @@ static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_op
                                         gimg_conv_alpha_unit(o, in->sample), &epi, g->stream));
     }
     GIMG_CUDA(cudaEventRecord(g->ev_stop, g->stream));
-    if ((st = gimg_gpu_download(g, &d_out, out)))
+    GIMG_CUDA(cudaEventSynchronize(g->ev_stop));
+    return GIMG_OK;
+}
+
+static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
+                           gimg_image *out, gpu_bufs *bf, double *kernel_ms)
+{
+    gimg_dimage d_in, d_out;
+    gimg_status st;
+    if ((st = gimg_gpu_image(g, 0, in->width, in->height, in->channels, in->sample, &d_in)) ||
+        (st = gimg_gpu_image(g, 1, in->width, in->height, in->channels, in->sample, &d_out)) ||
+        (st = gimg_gpu_upload(g, in, &d_in)))
+        return st;
+    /* The other lane on this GPU may be uploading or downloading meanwhile;
+     * only the taps in __constant__ memory are one for both. */
+    gimg_gpu_lock_constants(g);
+    st = gpu_kernels(g, in, o, &d_in, &d_out, bf);
+    gimg_gpu_unlock_constants(g);
+    if (st || (st = gimg_gpu_download(g, &d_out, out)))
         return st;
     float ms = 0;
     GIMG_CUDA(cudaEventElapsedTime(&ms, g->ev_start, g->ev_stop));

@@ -4,6 +4,11 @@
  * be used (CUDA's start-up, about 0.2 s, then overlaps the decode), and
  * keeps work below each operation's measured break-even size on the CPU, so
  * that a small image through a pipe of tools pays no GPU start-up at all.
+ *
+ * A batch computes on lanes, two per GPU of the device list, each with its
+ * own stream and buffers (gimg_gpu); the pipeline's compute threads bind
+ * to one lane each, and lane L uses GPU L mod n, so that consecutive lanes
+ * spread over the GPUs. The GPUs of a list start up in parallel.
  */
 #include "ctx_internal.h"
 #include "gpu_internal.h"
@@ -11,6 +16,8 @@
 
 #include <omp.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,22 +25,50 @@
 /* The minimum of the operations' break-even sizes. */
 const size_t gimg_auto_gpu_min_bytes = GIMG_ORIENT_GPU_MIN_BYTES;
 
+/* Two lanes (streams) per GPU: while one lane's image crosses PCIe, the
+ * other's kernels run. More buy nothing: the kernels each fill the GPU. */
+#define LANES_PER_GPU 2
+
+#ifdef GIMG_HAVE_CUDA
+/* One GPU of the device list: opened on a thread of its own, so that the
+ * GPUs of a list start up at the same time. */
+typedef struct {
+    int index;
+    pthread_t thread;
+    int has_thread;
+    gimg_status status;
+    char error[512];
+    gimg_gpu *lane[LANES_PER_GPU];
+    int ran;                        /* operations run on it, for -v */
+} gpu_slot;
+#endif
+
 struct gimg_ctx {
     gimg_device dev;
     int verbose;
+    pthread_mutex_t lock;           /* what the lanes share: all below */
     double t_ms[GIMG_T_COUNT];
     double gpu_kernel_ms, gpu_transfer_ms;
     int ran_cpu;                    /* for -v: whether an operation ran on the CPU, */
-    int ran_gpu;                    /* and how many on the GPU */
+    int ran_gpu;                    /* and how many on the GPUs */
     char why_cpu[512];              /* why auto stayed on the CPU, or fell back to it */
 #ifdef GIMG_HAVE_CUDA
+    /* Start-up: `started` once the thread that opens the GPUs runs,
+     * `counted` once n_gpus is known (gpu:all asks CUDA), `done` once every
+     * GPU is open or has failed; `changed` signals the last two. */
     pthread_t init_thread;
-    int init_started, init_done;
+    int joinable;                   /* init_thread runs init_main */
+    int started, counted, done;
+    pthread_cond_t changed;
     gimg_status init_status;
     char init_error[512];
-    gimg_gpu *gpu;
+    int n_gpus;
+    gpu_slot gpu[GIMG_MAX_GPUS];
 #endif
 };
+
+/* The lane the calling thread works for (gimg_ctx_bind_lane). */
+static _Thread_local int t_lane;
 
 int gimg_built_with_cuda(void)
 {
@@ -44,9 +79,36 @@ int gimg_built_with_cuda(void)
 #endif
 }
 
+/* "all", or indices separated by commas, each at most once. */
+static gimg_status parse_gpu_list(const char *s, const char *whole, gimg_device *d)
+{
+    if (!strcmp(s, "all")) {
+        d->all_gpus = 1;
+        d->n_gpus = 0;
+        return GIMG_OK;
+    }
+    d->n_gpus = 0;
+    for (;;) {
+        char *end;
+        long n = strtol(s, &end, 10);
+        if (*s < '0' || *s > '9' || (*end && *end != ',') || n >= GIMG_MAX_GPUS)
+            return gimg_fail(GIMG_E_USAGE, "invalid GPU list in device '%s' (indices 0 to %d, "
+                             "separated by commas, or all)", whole, GIMG_MAX_GPUS - 1);
+        for (int i = 0; i < d->n_gpus; i++)
+            if (d->gpus[i] == n)
+                return gimg_fail(GIMG_E_USAGE, "GPU %ld is listed twice in device '%s'", n,
+                                 whole);
+        d->gpus[d->n_gpus++] = (int)n;
+        if (!*end)
+            return GIMG_OK;
+        s = end + 1;
+    }
+}
+
 gimg_status gimg_parse_device(const char *s, gimg_device *d)
 {
-    d->gpu_index = 0;
+    memset(d, 0, sizeof *d);
+    d->n_gpus = 1;  /* auto and gpu: GPU 0 */
     if (!strcmp(s, "auto")) {
         d->kind = GIMG_DEV_AUTO;
         return GIMG_OK;
@@ -57,16 +119,10 @@ gimg_status gimg_parse_device(const char *s, gimg_device *d)
     }
     if (!strncmp(s, "gpu", 3) && (s[3] == '\0' || s[3] == ':')) {
         d->kind = GIMG_DEV_GPU;
-        if (s[3] == ':') {
-            char *end;
-            long n = strtol(s + 4, &end, 10);
-            if (s[4] < '0' || s[4] > '9' || *end || n > 1024)
-                return gimg_fail(GIMG_E_USAGE, "invalid GPU index in device '%s'", s);
-            d->gpu_index = (int)n;
-        }
-        return GIMG_OK;
+        return s[3] == ':' ? parse_gpu_list(s + 4, s, d) : GIMG_OK;
     }
-    return gimg_fail(GIMG_E_USAGE, "invalid device '%s' (auto, cpu, gpu or gpu:N)", s);
+    return gimg_fail(GIMG_E_USAGE, "invalid device '%s' (auto, cpu, gpu, gpu:N, gpu:N,M,... "
+                     "or gpu:all)", s);
 }
 
 double gimg_now_ms(void)
@@ -78,54 +134,116 @@ double gimg_now_ms(void)
 
 gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out)
 {
+    *out = NULL;
+    if (dev->kind == GIMG_DEV_GPU && !gimg_built_with_cuda())
+        return gimg_fail(GIMG_E_DEVICE, "no usable GPU: this build of gimg has no CUDA support");
     gimg_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     ctx->dev = *dev;
     ctx->verbose = verbose;
+    pthread_mutex_init(&ctx->lock, NULL);
+#ifdef GIMG_HAVE_CUDA
+    pthread_cond_init(&ctx->changed, NULL);
+#endif
     *out = ctx;
-    if (dev->kind == GIMG_DEV_GPU && !gimg_built_with_cuda()) {
-        gimg_ctx_close(ctx);
-        *out = NULL;
-        return gimg_fail(GIMG_E_DEVICE, "no usable GPU: this build of gimg has no CUDA support");
-    }
     return GIMG_OK;
 }
 
 #ifdef GIMG_HAVE_CUDA
-static void *init_main(void *arg)
+static void *open_gpu(void *arg)
 {
-    gimg_ctx *ctx = arg;
-    ctx->init_status = gimg_gpu_open(ctx->dev.gpu_index, &ctx->gpu);
-    if (ctx->init_status)
-        snprintf(ctx->init_error, sizeof ctx->init_error, "%s", gimg_last_error());
+    gpu_slot *s = arg;
+    for (int l = 0; l < LANES_PER_GPU && !s->status; l++)
+        s->status = gimg_gpu_open(s->index, &s->lane[l]);
+    if (s->status)
+        snprintf(s->error, sizeof s->error, "%s", gimg_last_error());
     return NULL;
 }
 
-static void start_init(gimg_ctx *ctx)
+static void signal_state(gimg_ctx *ctx, int *flag)
 {
-    if (ctx->init_started)
-        return;
-    ctx->init_started = 1;
-    if (pthread_create(&ctx->init_thread, NULL, init_main, ctx) != 0) {
-        /* No thread: initialise in the foreground when (and if) it is needed. */
-        ctx->init_started = 0;
-    }
+    pthread_mutex_lock(&ctx->lock);
+    *flag = 1;
+    pthread_cond_broadcast(&ctx->changed);
+    pthread_mutex_unlock(&ctx->lock);
 }
 
-/* Waits for the start-up (running it here if it never started). */
-static gimg_status finish_init(gimg_ctx *ctx)
+/* Resolves the device list, then opens every GPU of it, each on a thread
+ * (this one opens the first). The first failure is the context's. */
+static void *init_main(void *arg)
 {
-    if (!ctx->init_done) {
-        if (ctx->init_started)
-            pthread_join(ctx->init_thread, NULL);
-        else
-            init_main(ctx);
-        ctx->init_done = 1;
+    gimg_ctx *ctx = arg;
+    if (ctx->dev.all_gpus) {
+        int count = 0;
+        cudaError_t e = cudaGetDeviceCount(&count);
+        ctx->n_gpus = e == cudaSuccess ? (count < GIMG_MAX_GPUS ? count : GIMG_MAX_GPUS) : 0;
+        for (int i = 0; i < ctx->n_gpus; i++)
+            ctx->gpu[i].index = i;
+        if (ctx->n_gpus == 0)
+            ctx->init_status = gimg_fail(GIMG_E_DEVICE, "no usable GPU: %s",
+                                         e != cudaSuccess ? cudaGetErrorString(e)
+                                                          : "no CUDA device found");
+    } else {
+        ctx->n_gpus = ctx->dev.n_gpus;
+        for (int i = 0; i < ctx->n_gpus; i++)
+            ctx->gpu[i].index = ctx->dev.gpus[i];
+        if (ctx->n_gpus == 0)
+            ctx->init_status = gimg_fail(GIMG_E_DEVICE, "no GPU in the device list");
     }
+    signal_state(ctx, &ctx->counted);
+    for (int i = 1; i < ctx->n_gpus; i++)
+        ctx->gpu[i].has_thread =
+            pthread_create(&ctx->gpu[i].thread, NULL, open_gpu, &ctx->gpu[i]) == 0;
+    for (int i = 0; i < ctx->n_gpus; i++) {
+        if (i == 0 || !ctx->gpu[i].has_thread)
+            open_gpu(&ctx->gpu[i]);
+        else
+            pthread_join(ctx->gpu[i].thread, NULL);
+    }
+    for (int i = 0; i < ctx->n_gpus && !ctx->init_status; i++)
+        if (ctx->gpu[i].status) {
+            ctx->init_status = ctx->gpu[i].status;
+            snprintf(ctx->init_error, sizeof ctx->init_error, "%s", ctx->gpu[i].error);
+        }
+    if (ctx->init_status && !ctx->init_error[0])
+        snprintf(ctx->init_error, sizeof ctx->init_error, "%s", gimg_last_error());
+    signal_state(ctx, &ctx->done);
+    return NULL;
+}
+
+/* Starts init_main on its own thread, once; without a thread, runs it here. */
+static void start_init(gimg_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    int first = !ctx->started;
+    ctx->started = 1;
+    if (first)
+        ctx->joinable = pthread_create(&ctx->init_thread, NULL, init_main, ctx) == 0;
+    int here = first && !ctx->joinable;
+    pthread_mutex_unlock(&ctx->lock);
+    if (here)
+        init_main(ctx);
+}
+
+static void wait_for(gimg_ctx *ctx, const int *flag)
+{
+    start_init(ctx);
+    pthread_mutex_lock(&ctx->lock);
+    while (!*flag)
+        pthread_cond_wait(&ctx->changed, &ctx->lock);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+/* The calling thread's lane, its GPU made current; lanes alternate GPUs. */
+static gimg_status lane_gpu(gimg_ctx *ctx, gpu_slot **slot, gimg_gpu **g)
+{
+    wait_for(ctx, &ctx->done);
     if (ctx->init_status)
         return gimg_fail(ctx->init_status, "%s", ctx->init_error);
-    return gimg_gpu_bind(ctx->gpu);
+    *slot = &ctx->gpu[t_lane % ctx->n_gpus];
+    *g = (*slot)->lane[t_lane / ctx->n_gpus % LANES_PER_GPU];
+    return gimg_gpu_bind(*g);
 }
 #endif
 
@@ -141,40 +259,73 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
 #endif
 }
 
+int gimg_ctx_lanes(gimg_ctx *ctx)
+{
+    if (ctx->dev.kind == GIMG_DEV_CPU || !gimg_built_with_cuda())
+        return 1;
+#ifdef GIMG_HAVE_CUDA
+    if (ctx->dev.all_gpus) {
+        wait_for(ctx, &ctx->counted);
+        return ctx->n_gpus > 0 ? ctx->n_gpus * LANES_PER_GPU : 1;
+    }
+#endif
+    return ctx->dev.n_gpus * LANES_PER_GPU;
+}
+
+void gimg_ctx_bind_lane(gimg_ctx *ctx, int lane)
+{
+    (void)ctx;
+    t_lane = lane;
+}
+
+/* The operation runs on the CPU; why (printf-style, may be NULL) for -v. */
+static void ran_on_cpu(gimg_ctx *ctx, const char *why_fmt, ...)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->ran_cpu = 1;
+    if (why_fmt) {
+        va_list ap;
+        va_start(ap, why_fmt);
+        vsnprintf(ctx->why_cpu, sizeof ctx->why_cpu, why_fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes,
                             struct gimg_gpu **gpu)
 {
     *gpu = NULL;
     if (ctx->dev.kind == GIMG_DEV_CPU) {
-        ctx->ran_cpu = 1;
+        ran_on_cpu(ctx, NULL);
         return GIMG_OK;
     }
 #ifdef GIMG_HAVE_CUDA
-    if (ctx->dev.kind == GIMG_DEV_GPU) {
-        gimg_status st = finish_init(ctx);
-        if (st)
-            return st;
-        *gpu = ctx->gpu;
-        ctx->ran_gpu++;
-        return GIMG_OK;
-    }
-    if (work_bytes >= auto_min_bytes) {
-        if (finish_init(ctx) == GIMG_OK) {
-            *gpu = ctx->gpu;
+    if (ctx->dev.kind == GIMG_DEV_GPU || work_bytes >= auto_min_bytes) {
+        gpu_slot *slot = NULL;
+        gimg_gpu *g = NULL;
+        gimg_status st = lane_gpu(ctx, &slot, &g);
+        if (!st) {
+            pthread_mutex_lock(&ctx->lock);
             ctx->ran_gpu++;
+            slot->ran++;
+            pthread_mutex_unlock(&ctx->lock);
+            *gpu = g;
             return GIMG_OK;
         }
-        snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "%s", ctx->init_error);
-    } else {
-        snprintf(ctx->why_cpu, sizeof ctx->why_cpu,
-                 "%zu bytes, below the GPU's break-even size for this operation", work_bytes);
+        /* --device gpu insists on a GPU, unless it has no memory for CUDA. */
+        if (ctx->dev.kind == GIMG_DEV_GPU && st != GIMG_E_NOMEM)
+            return st;
+        ran_on_cpu(ctx, st == GIMG_E_NOMEM ? "%s; ran on the CPU instead" : "%s",
+                   gimg_last_error());
+        return GIMG_OK;
     }
+    ran_on_cpu(ctx, "%zu bytes, below the GPU's break-even size for this operation", work_bytes);
 #else
     (void)work_bytes;
     (void)auto_min_bytes;
-    snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "built without CUDA");
+    ran_on_cpu(ctx, "built without CUDA");
 #endif
-    ctx->ran_cpu = 1;
     return GIMG_OK;
 }
 
@@ -182,10 +333,16 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
 {
     if (st != GIMG_E_NOMEM)
         return st;
-    snprintf(ctx->why_cpu, sizeof ctx->why_cpu, "%s; ran on the CPU instead", gimg_last_error());
-    if (ctx->ran_gpu > 0)
-        ctx->ran_gpu--;
-    ctx->ran_cpu = 1;
+#ifdef GIMG_HAVE_CUDA
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->n_gpus > 0) {
+        gpu_slot *slot = &ctx->gpu[t_lane % ctx->n_gpus];
+        ctx->ran_gpu -= ctx->ran_gpu > 0;
+        slot->ran -= slot->ran > 0;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+#endif
+    ran_on_cpu(ctx, "%s; ran on the CPU instead", gimg_last_error());
     return GIMG_OK;
 }
 
@@ -194,10 +351,14 @@ void gimg_ctx_close(gimg_ctx *ctx)
     if (!ctx)
         return;
 #ifdef GIMG_HAVE_CUDA
-    if (ctx->init_started && !ctx->init_done)
+    if (ctx->joinable)
         pthread_join(ctx->init_thread, NULL);
-    gimg_gpu_close(ctx->gpu);
+    for (int i = 0; i < ctx->n_gpus; i++)
+        for (int l = 0; l < LANES_PER_GPU; l++)
+            gimg_gpu_close(ctx->gpu[i].lane[l]);
+    pthread_cond_destroy(&ctx->changed);
 #endif
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
 
@@ -208,17 +369,25 @@ void gimg_ctx_add_time(gimg_ctx *ctx, gimg_timer t, double ms)
 
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
 {
+    pthread_mutex_lock(&ctx->lock);
     ctx->gpu_kernel_ms += kernel_ms;
     ctx->gpu_transfer_ms += transfer_ms;
+    pthread_mutex_unlock(&ctx->lock);
 }
 
 void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
 {
-    if (ctx->ran_gpu) {
 #ifdef GIMG_HAVE_CUDA
-        fprintf(f, "%s: backend: gpu %d (%s)\n", tool, ctx->gpu->device, ctx->gpu->name);
-#endif
+    for (int i = 0; i < ctx->n_gpus; i++) {
+        const gpu_slot *s = &ctx->gpu[i];
+        if (!s->ran)
+            continue;
+        fprintf(f, "%s: backend: gpu %d (%s)", tool, s->index, s->lane[0]->name);
+        if (ctx->n_gpus > 1)
+            fprintf(f, ": %d operation%s", s->ran, s->ran == 1 ? "" : "s");
+        fputc('\n', f);
     }
+#endif
     if (ctx->ran_cpu || !ctx->ran_gpu)
         fprintf(f, "%s: backend: cpu (%d threads)%s%s%s\n", tool, omp_get_max_threads(),
                 ctx->why_cpu[0] ? " (" : "", ctx->why_cpu, ctx->why_cpu[0] ? ")" : "");

@@ -165,19 +165,26 @@ void gimg_install_signal_cleanup(void);
 
 typedef enum { GIMG_DEV_AUTO = 0, GIMG_DEV_CPU, GIMG_DEV_GPU } gimg_device_kind;
 
+/* GPU indices run from 0 to GIMG_MAX_GPUS - 1. */
+#define GIMG_MAX_GPUS 64
+
 typedef struct {
     gimg_device_kind kind;
-    int gpu_index;          /* for GIMG_DEV_GPU and AUTO */
+    int all_gpus;           /* gpu:all: every GPU the machine has */
+    int n_gpus;             /* otherwise the GPUs to use, in gpus[] (auto and gpu: GPU 0) */
+    int gpus[GIMG_MAX_GPUS];
 } gimg_device;
 
-/* "auto", "cpu", "gpu", "gpu:N". */
+/* "auto", "cpu", "gpu" (GPU 0), "gpu:N", "gpu:N,M,..." (a batch spread over
+ * those GPUs; each at most once) or "gpu:all". */
 gimg_status gimg_parse_device(const char *s, gimg_device *d);
 /* 1 if this build has CUDA support. */
 int gimg_built_with_cuda(void);
 
-/* One per process: which backend runs, the GPU's context (streams, reusable
- * device and pinned buffers), timings for -v. Created by gimg_ctx_open(),
- * released by gimg_ctx_close(). */
+/* One per process: which backend runs, the GPUs' lanes (a stream each, with
+ * reusable device and pinned buffers: two per GPU, so that one lane's
+ * copies overlap the other's kernels), timings for -v. Created by
+ * gimg_ctx_open(), released by gimg_ctx_close(). */
 typedef struct gimg_ctx gimg_ctx;
 
 gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out);
@@ -188,6 +195,15 @@ void gimg_ctx_close(gimg_ctx *ctx);
  * used for this much work, so that it overlaps the decode. work_bytes is the
  * image's size in bytes. */
 void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes);
+
+/* How many lanes a batch may compute on at once: two per GPU of the device
+ * list (gpu:all asks CUDA how many there are, waiting for that much of its
+ * start-up), 1 for the CPU. */
+int gimg_ctx_lanes(gimg_ctx *ctx);
+/* Binds the calling thread to lane `lane` (0 to gimg_ctx_lanes() - 1): the
+ * operations it then runs use that lane's GPU and stream. A thread never
+ * bound uses lane 0. */
+void gimg_ctx_bind_lane(gimg_ctx *ctx, int lane);
 
 /* Timers reported by -v (milliseconds, accumulated). */
 typedef enum { GIMG_T_DECODE, GIMG_T_COMPUTE, GIMG_T_ENCODE, GIMG_T_COUNT } gimg_timer;

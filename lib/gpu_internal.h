@@ -17,13 +17,17 @@ extern "C" {
 #include <cuda_runtime_api.h>
 
 /* Every CUDA call and launch goes through this: on failure it records the
- * call, file, line and CUDA's message, and returns GIMG_E_DEVICE. */
+ * call, file, line and CUDA's message, and returns GIMG_E_DEVICE, or
+ * GIMG_E_NOMEM when the GPU is out of memory (creating the context
+ * included), which has the operation run on the CPU instead. */
 #define GIMG_CUDA(call)                                                              \
     do {                                                                             \
         cudaError_t gimg_cuda_err_ = (call);                                         \
         if (gimg_cuda_err_ != cudaSuccess)                                           \
-            return gimg_fail(GIMG_E_DEVICE, "CUDA error: %s failed at %s:%d: %s", #call, \
-                             __FILE__, __LINE__, cudaGetErrorString(gimg_cuda_err_)); \
+            return gimg_fail(gimg_cuda_err_ == cudaErrorMemoryAllocation ? GIMG_E_NOMEM  \
+                                                                         : GIMG_E_DEVICE, \
+                             "CUDA error: %s failed at %s:%d: %s", #call, __FILE__,   \
+                             __LINE__, cudaGetErrorString(gimg_cuda_err_));           \
     } while (0)
 
 /* An image on the device: rows at a pitch that is a multiple of 16 bytes,
@@ -33,8 +37,18 @@ typedef struct {
     size_t pitch_bytes;
     int width, height, channels;
     gimg_sample sample;
+    int slot;               /* the gimg_gpu buffer (and pinned staging) it is in */
 } gimg_dimage;
 
+/* Transfers go through pinned staging in chunks of at most this many bytes
+ * (whole rows), a ring of GIMG_STAGE_CHUNKS per buffer slot: the CPU copies
+ * one chunk while the copy engine moves the one before, at the speed of
+ * pinned memory, and the staging stays small however large the image. */
+#define GIMG_STAGE_CHUNK_BYTES (2u << 20)
+#define GIMG_STAGE_CHUNKS 8
+
+/* One lane of a GPU: a stream and what it reuses from image to image. A
+ * context holds two per GPU (device.c); gimg_gpu_open makes one. */
 typedef struct gimg_gpu {
     int device;
     char name[256];
@@ -44,15 +58,18 @@ typedef struct gimg_gpu {
     /* Device buffers kept across images and grown on demand. */
     void *d_buf[2];
     size_t d_cap[2];
-    /* Device memory held through gimg_gpu_malloc, and its ceiling:
-     * GIMG_GPU_MEM_LIMIT, or SIZE_MAX. */
-    size_t d_used_bytes, d_limit_bytes;
+    /* Pinned staging per slot (NULL: pinned memory could not be had, and
+     * transfers go from pageable memory) and its ring's chunk events. */
+    unsigned char *h_stage[2];
+    size_t h_stage_cap[2];
+    cudaEvent_t ev_chunk[2][GIMG_STAGE_CHUNKS];
 } gimg_gpu;
 
 /* Every device allocation of libgimg goes through these two, so that
- * GIMG_GPU_MEM_LIMIT (bytes of device memory gimg may hold at once, read
- * once per process) holds, and so that running out of device memory, real
- * or under the limit, is GIMG_E_NOMEM with a message saying so. An
+ * GIMG_GPU_MEM_LIMIT (bytes of device memory the process may hold at once,
+ * all lanes and GPUs together; read once per process) holds, and so that
+ * running out of device memory, real or under the limit, is GIMG_E_NOMEM
+ * with a message saying so. An
  * operation that gets GIMG_E_NOMEM from its GPU path hands it to
  * gimg_ctx_gpu_fallback() (ctx_internal.h), which has it run on the CPU.
  * gimg_gpu_free takes the size that was allocated. */
@@ -68,8 +85,17 @@ gimg_status gimg_gpu_bind(gimg_gpu *g);
 /* A device image of the given layout in reusable buffer slot 0 or 1. */
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
                            gimg_sample sample, gimg_dimage *d);
+/* Queues the copy of h into d on g's stream; h may change once it returns. */
 gimg_status gimg_gpu_upload(gimg_gpu *g, const gimg_image *h, gimg_dimage *d);
+/* Copies d into h after the work queued on g's stream; returns when h holds
+ * it (and the stream is idle). */
 gimg_status gimg_gpu_download(gimg_gpu *g, const gimg_dimage *d, gimg_image *h);
+
+/* A GPU's __constant__ memory (the convolution's taps) is one for all the
+ * lanes on it: a lane holds its GPU's lock from setting the constants until
+ * the kernels that read them have finished. */
+void gimg_gpu_lock_constants(gimg_gpu *g);
+void gimg_gpu_unlock_constants(gimg_gpu *g);
 #endif
 
 #ifdef __cplusplus

@@ -15,11 +15,13 @@ extern "C" {
 typedef struct { int transpose, rev_rows, rev_cols; } gimg_orient_plan;
 
 /* From this many bytes of image, --device auto runs the symmetries on the
- * GPU. They move each byte once, so the copies to and from the GPU cost
- * more than the CPU's own pass at every size: on an H100 machine with 16
- * cores, rot90 of 8192x8192 RGB took 19 ms on the CPU and 37 ms on the GPU
- * with its transfers (tests/bench/bench_transpose, "end to end"). So auto
- * never picks the GPU for them; --device gpu still does. */
+ * GPU. They move each byte once, so the GPU saves milliseconds at most: on
+ * an H100 machine with 16 cores, rot90 of 8192x8192 RGB took 19 ms on the
+ * CPU and 37 ms on the GPU with its transfers from pageable memory, 11 ms
+ * since they go through pinned staging, 3.9 and 2.7 ms at 4096x4096
+ * (tests/bench/bench_transpose, "end to end"). CUDA's start-up (about
+ * 0.4 s there) is far more than that saving, so auto never picks the GPU
+ * for them; --device gpu still does. */
 #define GIMG_ORIENT_GPU_MIN_BYTES SIZE_MAX
 
 gimg_orient_plan gimg_orient_plan_of(gimg_orient_op op);

@@ -451,4 +451,54 @@ done
 [ -z "$why" ] && why=$(same "spread/out/with space.pam" ref/b.pam)
 result spread-xargs-local "$why"
 
+# ------------------------------------------------------------ GPU lists
+# --device gpu:all and gpu:N,M spread a batch over the GPUs, two lanes each;
+# the results must be the CPU's, byte for byte, and -v names each GPU that
+# worked. Needs a CUDA build and a GPU (make test-gpu); on a machine without
+# one, gpu:all must fail with a message, as gpu does.
+n_gpus=0
+if "$PROG" --version | grep -q CUDA && command -v nvidia-smi >/dev/null 2>&1; then
+    n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
+mkdir gpuin
+for i in $(seq 1 12); do
+    "$GEN" --seed $((20 + i)) $((90 + 7 * i)) $((40 + 5 * i)) $((i % 4 + 1)) $((i % 3 == 0 ? 16 : 8)) "gpuin/g$i.pam"
+done
+# gpu_batch NAME DEVICE: gconv, gtranspose and gstats over gpuin/ on DEVICE
+# equal their --device cpu runs.
+gpu_batch() {
+    local name=$1 dev=$2 why="" t
+    rm -rf gpu_cpu gpu_dev && mkdir gpu_cpu gpu_dev
+    "$GCONV" --device cpu -k gaussian:1.5 -o gpu_cpu/%f.c.pam gpuin/*.pam &&
+        "$PROG" --device cpu --op rot270 -o gpu_cpu/%f.t.pam gpuin/*.pam &&
+        "$GSTATS" --device cpu gpuin/*.pam >gpu_cpu/stats.txt || why="the CPU runs failed"
+    [ -z "$why" ] && { "$GCONV" --device "$dev" -v -k gaussian:1.5 -o gpu_dev/%f.c.pam gpuin/*.pam 2>gpu_err.txt &&
+        "$PROG" --device "$dev" --op rot270 -o gpu_dev/%f.t.pam gpuin/*.pam &&
+        "$GSTATS" --device "$dev" gpuin/*.pam >gpu_dev/stats.txt 2>>gpu_err.txt ||
+        why="--device $dev failed: $(head -c 300 gpu_err.txt)"; }
+    [ -z "$why" ] && { diff -r -q gpu_cpu gpu_dev >/dev/null || why="--device $dev differs from the CPU: $(diff -r -q gpu_cpu gpu_dev | head -3 | tr '\n' ' ')"; }
+    for t in $3; do
+        [ -z "$why" ] && { grep -q "^gconv: backend: gpu $t " gpu_err.txt || why="-v does not name GPU $t: $(grep backend gpu_err.txt | tr '\n' ' ')"; }
+    done
+    [ -z "$why" ] && grep -q '^gconv: backend: cpu' gpu_err.txt && why="-v says the CPU ran: $(grep backend gpu_err.txt | tr '\n' ' ')"
+    result "$name" "$why"
+}
+if [ "$n_gpus" -ge 1 ]; then
+    all=$(seq -s ' ' 0 $((n_gpus - 1)))
+    gpu_batch gpu-all-equals-cpu gpu:all "$all"
+    gpu_batch gpu-list-of-one-equals-cpu gpu:0 "0"
+    if [ "$n_gpus" -ge 2 ]; then
+        gpu_batch gpu-list-1-0-equals-cpu gpu:1,0 "1 0"
+    else
+        skip gpu-list-1-0-equals-cpu "one GPU here ($n_gpus)"
+    fi
+    rm -rf gpu_dev && mkdir gpu_dev
+    expect_fail gpu-list-missing-gpu 1 gpu_dev -- "$PROG" --device "gpu:0,$n_gpus" --op rot90 -o gpu_dev/ gpuin/g1.pam
+    grep -q "no GPU $n_gpus" stderr.txt || fail gpu-list-missing-gpu-message "got: $(head -c 200 stderr.txt)"
+else
+    rm -rf gpu_dev && mkdir gpu_dev
+    expect_fail gpu-all-without-gpu 1 gpu_dev -- "$PROG" --device gpu:all --op rot90 -o gpu_dev/ gpuin/g1.pam gpuin/g2.pam
+    grep -q "no usable GPU" stderr.txt || fail gpu-all-without-gpu-message "got: $(head -c 200 stderr.txt)"
+fi
+
 exit $failed

@@ -23,6 +23,7 @@
 #include "testimg.h"
 #include "check.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 static int g_small;
@@ -235,7 +236,8 @@ static void test_premultiply_gains(void)
 /* The path the tools take: gimg_conv with --device gpu. */
 static void test_public_path(void)
 {
-    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
     gimg_ctx *ctx;
     CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
     gimg_image in, ref, got;
@@ -260,6 +262,82 @@ static void test_public_path(void)
     gimg_ctx_close(ctx);
 }
 
+/* The lanes of a batch: two per GPU, sharing its __constant__ taps. Threads
+ * bound to different lanes convolve at once, each with a kernel of its own
+ * of the same size (so each needs its own taps there); every result must be
+ * its own kernel's. Without gimg_gpu_lock_constants one lane's taps land
+ * under the other's kernel. CHECK is not for threads: they count. */
+typedef struct {
+    gimg_ctx *ctx;
+    int lane, rounds, failed;
+    const gimg_kernel *k;
+    const gimg_image *in, *ref;
+    char why[200];
+} lane_job;
+
+static void *lane_main(void *arg)
+{
+    lane_job *j = arg;
+    gimg_ctx_bind_lane(j->ctx, j->lane);
+    gimg_conv_opts o;
+    gimg_conv_opts_init(&o);
+    o.kernels = j->k;
+    o.n_kernels = 1;
+    for (int r = 0; r < j->rounds; r++) {
+        gimg_image got;
+        int x, y, c;
+        if (gimg_conv(j->ctx, j->in, &o, &got)) {
+            snprintf(j->why, sizeof j->why, "%s", gimg_last_error());
+            j->failed++;
+            continue;
+        }
+        if (compare(j->ref, &got, &x, &y, &c)) {
+            snprintf(j->why, sizeof j->why, "round %d differs at (%d,%d)", r, x, y);
+            j->failed++;
+        }
+        gimg_image_free(&got);
+    }
+    return NULL;
+}
+
+static void test_lanes_share_constants(void)
+{
+    gimg_device dev;
+    gimg_parse_device("gpu:all", &dev);
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    const int lanes = gimg_ctx_lanes(ctx);
+    CHECK(lanes >= 2, "%d lanes", lanes);
+    enum { MAX_LANES = 16 };
+    const int n = lanes < MAX_LANES ? lanes : MAX_LANES;
+    gimg_kernel k[MAX_LANES];
+    gimg_image in, ref[MAX_LANES];
+    lane_job job[MAX_LANES];
+    pthread_t thread[MAX_LANES];
+    CHECK(gimg_image_alloc(&in, 701, 409, 3, GIMG_U8) == GIMG_OK, "alloc");
+    testimg_fill_random(&in, 11);
+    for (int i = 0; i < n; i++) {
+        k[i] = random_kernel(5, 5, 100 + i, 0);
+        gimg_conv_opts o;
+        gimg_conv_opts_init(&o);
+        o.kernels = &k[i];
+        o.n_kernels = 1;
+        CHECK(gimg_conv_cpu(&in, &o, &ref[i]) == GIMG_OK, "cpu: %s", gimg_last_error());
+        job[i] = (lane_job){ctx, i, g_small ? 3 : 40, 0, &k[i], &in, &ref[i], ""};
+    }
+    for (int i = 0; i < n; i++)
+        CHECK(pthread_create(&thread[i], NULL, lane_main, &job[i]) == 0, "thread");
+    for (int i = 0; i < n; i++) {
+        pthread_join(thread[i], NULL);
+        CHECK(job[i].failed == 0, "lane %d: %d of %d rounds failed: %s", i, job[i].failed,
+              job[i].rounds, job[i].why);
+        gimg_image_free(&ref[i]);
+        gimg_kernel_free(&k[i]);
+    }
+    gimg_image_free(&in);
+    gimg_ctx_close(ctx);
+}
+
 int main(int argc, char **argv)
 {
     g_small = argc > 1 && !strcmp(argv[1], "--small");
@@ -274,6 +352,7 @@ int main(int argc, char **argv)
     RUN(test_awkward_sizes);
     RUN(test_premultiply_gains);
     RUN(test_public_path);
+    RUN(test_lanes_share_constants);
     gimg_gpu_close(g_gpu);
     return check_summary();
 }

@@ -122,7 +122,8 @@ static void test_large(void)
 /* The path the tools take: gimg_orient with --device gpu. */
 static void test_public_path(void)
 {
-    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
     gimg_ctx *ctx;
     CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
     gimg_image in, ref, got;

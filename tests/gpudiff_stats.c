@@ -349,7 +349,8 @@ static void test_large(void)
 /* The tools' path: --device gpu, order statistics included, and a region. */
 static void test_public_path(void)
 {
-    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
     gimg_ctx *ctx;
     CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
     gimg_stats_opts o = {.order = 1, .n_percentiles = 2};

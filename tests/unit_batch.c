@@ -266,6 +266,43 @@ static void test_pipeline_stream(void)
     CHECK(gimg_pipeline_run(&spec, &done) == GIMG_OK && done == 0);
 }
 
+/* The byte budget: while the lanes cannot compute (CUDA starting: here the
+ * first compute waits), workers load past workers + 2 * lanes items, but
+ * only until the items in flight hold max_bytes_in_flight; the finished
+ * give their bytes back, so the whole batch still flows. */
+static size_t t_bytes(void *user, void *state)
+{
+    return 100;
+}
+
+static gimg_status t_compute_slow_start(void *user, int lane, int i, void *state)
+{
+    if (i == 0)
+        usleep(100 * 1000);
+    return t_compute(user, lane, i, state);
+}
+
+static void test_pipeline_byte_budget(void)
+{
+    tally t;
+    gimg_pipeline_spec spec = spec_for(&t, N_ITEMS);
+    spec.max_in_flight = 40;
+    spec.max_bytes_in_flight = 1200; /* 12 items of 100 bytes */
+    spec.item_bytes = t_bytes;
+    spec.compute = t_compute_slow_start;
+    int done = -1;
+    CHECK(gimg_pipeline_run(&spec, &done) == GIMG_OK && done == N_ITEMS);
+    CHECK(t.order_ok && each_once(t.finished, N_ITEMS), "items lost or out of order");
+    /* Past the 7 (3 workers + 2 x 2 lanes) items of the count alone, and
+     * within the budget plus the loads running when it was reached. */
+    CHECK(t.max_live > 7 && t.max_live <= 12 + 3, "%d items in flight at most", t.max_live);
+    /* Without item_bytes the count alone bounds them, as before. */
+    spec = spec_for(&t, N_ITEMS);
+    spec.compute = t_compute_slow_start;
+    CHECK(gimg_pipeline_run(&spec, &done) == GIMG_OK && done == N_ITEMS);
+    CHECK(t.max_live <= 5, "%d items in flight, max_in_flight 5", t.max_live);
+}
+
 int main(void)
 {
     snprintf(g_dir, sizeof g_dir, "/tmp/gimg-batch.XXXXXX");
@@ -277,6 +314,7 @@ int main(void)
     RUN(test_pipeline);
     RUN(test_pipeline_failures);
     RUN(test_pipeline_stream);
+    RUN(test_pipeline_byte_budget);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

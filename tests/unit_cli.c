@@ -334,7 +334,9 @@ static void test_common_values(void)
         {"--png-level", "-1"},  {"--max-pixels", "0"}, {"--max-pixels", "-5"},
         {"--max-pixels", "1e6"}, {"--max-pixels", "99999999999999999999999"},
         {"--format", "gif"},    {"--format", "psd"},   {"--device", "tpu"},
-        {"--device", "gpu:x"},
+        {"--device", "gpu:x"},  {"--device", "gpu:1,1"}, {"--device", "gpu:0,"},
+        {"--device", "gpu:,0"}, {"--device", "gpu:64"}, {"--device", "gpu:-1"},
+        {"--device", "gpu:al"}, {"--device", "gpu:0;1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[] = {"tool", (char *)bad[i][0], (char *)bad[i][1], "in", NULL};
@@ -360,7 +362,7 @@ static void test_device(void)
           "%s", gimg_last_error());
     reset();
     CHECK(PARSE(&c, "--device=gpu:1", "in") == GIMG_OK && c.device.kind == GIMG_DEV_GPU &&
-              c.device.gpu_index == 1,
+              c.device.n_gpus == 1 && c.device.gpus[0] == 1 && !c.device.all_gpus,
           "%s", gimg_last_error());
     reset();
     setenv("GIMG_DEVICE", "cpu", 1);
@@ -370,8 +372,19 @@ static void test_device(void)
     CHECK(PARSE(&c, "--device", "auto", "in") == GIMG_OK && c.device.kind == GIMG_DEV_AUTO,
           "option did not override env: %d", c.device.kind);
     setenv("GIMG_DEVICE", "gpu:2", 1);
-    CHECK(PARSE(&c, "in") == GIMG_OK && c.device.kind == GIMG_DEV_GPU && c.device.gpu_index == 2,
-          "env gpu:2: %d %d", c.device.kind, c.device.gpu_index);
+    CHECK(PARSE(&c, "in") == GIMG_OK && c.device.kind == GIMG_DEV_GPU && c.device.gpus[0] == 2,
+          "env gpu:2: %d %d", c.device.kind, c.device.gpus[0]);
+    reset();
+    CHECK(PARSE(&c, "--device", "gpu:3,0,63", "in") == GIMG_OK && c.device.n_gpus == 3 &&
+              c.device.gpus[0] == 3 && c.device.gpus[1] == 0 && c.device.gpus[2] == 63,
+          "gpu:3,0,63: %s, %d GPUs", gimg_last_error(), c.device.n_gpus);
+    reset();
+    CHECK(PARSE(&c, "--device", "gpu:all", "in") == GIMG_OK && c.device.all_gpus,
+          "gpu:all: %s", gimg_last_error());
+    reset();
+    CHECK(PARSE(&c, "--device", "gpu", "in") == GIMG_OK && c.device.n_gpus == 1 &&
+              c.device.gpus[0] == 0 && !c.device.all_gpus,
+          "gpu: %d GPUs, first %d", c.device.n_gpus, c.device.gpus[0]);
     setenv("GIMG_DEVICE", "bogus", 1);
     CHECK(PARSE(&c, "in") == GIMG_E_USAGE, "bad GIMG_DEVICE accepted");
     CHECK(has(gimg_last_error(), "GIMG_DEVICE"), "%s", gimg_last_error());

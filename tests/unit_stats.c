@@ -600,7 +600,8 @@ static void test_compare_mismatch(void)
 
 int main(void)
 {
-    gimg_device dev = {GIMG_DEV_CPU, 0};
+    gimg_device dev;
+    gimg_parse_device("cpu", &dev);
     if (gimg_ctx_open(&dev, 0, &g_cpu)) {
         printf("FAIL: setup: %s\n", gimg_last_error());
         return 1;

@@ -7,7 +7,8 @@
 # batch through a 1x1 identity kernel on the CPU: decoding and encoding
 # alone, the floor that the GPU path should come within 20% of (its GPU
 # work hidden behind the CPU codecs). Prints images/s, megapixels/s and
-# the ratios, then the GPU run's per-stage times (-v). Every output of the
+# the ratios, then the GPU run's per-stage times (-v); on a machine with
+# several GPUs, the batch again with --device gpu:all. Every output of a
 # GPU run must equal the CPU run's, byte for byte, or the benchmark fails.
 set -u
 cd "$(dirname "$0")/../.."
@@ -69,6 +70,16 @@ if [ $have_gpu -eq 1 ]; then
         printf "  GPU path: %.2fx the CPU path (target 3x); %.2f of the codecs alone (target <= 1.20)\n", c / g, g / f }'
     echo "  the GPU run's stages (-v):"
     sed 's/^/    /' "$tmp/gpu.err" | grep -E 'time|images/s|backend' | head -5
+    # Several GPUs: the batch spread over all of them, the same outputs.
+    if [ "$(nvidia-smi -L | grep -c '^GPU')" -gt 1 ]; then
+        all_ms=$(run gpuall --device gpu:all -k gaussian:2) || exit 1
+        rate "--device gpu:all" "$all_ms"
+        if ! diff -r -q "$tmp/cpu" "$tmp/gpuall" >/dev/null; then
+            echo "bench-batch: the gpu:all batch's outputs differ from the CPU's"
+            exit 1
+        fi
+        sed 's/^/    /' "$tmp/gpuall.err" | grep -E 'backend' | head -8
+    fi
 else
     echo "  --device gpu: no CUDA GPU here: skipped"
     echo "  the CPU run's stages (-v):"

@@ -437,7 +437,8 @@ static void bench_break_even(gimg_gpu *g)
            "threads)\n%-11s %9s %9s %9s\n", omp_get_max_threads(), "size", "MB", "cpu ms",
            "gpu ms");
     const int sides[] = {512, 1024, 2048, 4096, 8192};
-    gimg_device dev = {GIMG_DEV_GPU, 0};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
     gimg_ctx *ctx;
     if (gimg_ctx_open(&dev, 0, &ctx))
         die("ctx");

@@ -245,7 +245,9 @@ static void bench_break_even(gimg_gpu *g)
     printf("\nEnd to end (moments and exact histogram, RGB 8-bit, host memory as the tools hold "
            "it; CPU: %d threads)\n", omp_get_max_threads());
     printf("%-11s %9s %9s %9s\n", "size", "MB", "cpu ms", "gpu ms");
-    gimg_device cpu_dev = {GIMG_DEV_CPU, 0}, gpu_dev = {GIMG_DEV_GPU, 0};
+    gimg_device cpu_dev, gpu_dev;
+    gimg_parse_device("cpu", &cpu_dev);
+    gimg_parse_device("gpu", &gpu_dev);
     gimg_ctx *cpu, *gpu;
     if (gimg_ctx_open(&cpu_dev, 0, &cpu) || gimg_ctx_open(&gpu_dev, 0, &gpu))
         exit(1);

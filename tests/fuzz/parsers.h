@@ -30,9 +30,12 @@
       gimg_orient_op op = GIMG_ORIENT_TRANSPOSE; st = gimg_orient_parse(s, &op);               \
       FUZZ_CHECK(st || strcmp(gimg_orient_name(op), s) == 0, "'%s' parsed as %s", s,          \
                  gimg_orient_name(op));)                                                       \
-    X(device, "auto\ncpu\ngpu\ngpu:1",                                                         \
+    X(device, "auto\ncpu\ngpu\ngpu:1\ngpu:0,3\ngpu:all",                                      \
       gimg_device d; st = gimg_parse_device(s, &d);                                            \
-      FUZZ_CHECK(st || (d.gpu_index >= 0 && d.gpu_index <= 1024), "gpu index %d", d.gpu_index);) \
+      FUZZ_CHECK(st || d.all_gpus || (d.n_gpus >= 1 && d.n_gpus <= GIMG_MAX_GPUS),             \
+                 "%d GPUs", d.n_gpus);                                                         \
+      for (int i = 0; !st && i < d.n_gpus; i++)                                                \
+          FUZZ_CHECK(d.gpus[i] >= 0 && d.gpus[i] < GIMG_MAX_GPUS, "gpu index %d", d.gpus[i]);) \
     X(format_name, "png\nJPEG\npfm",                                                           \
       gimg_format f = gimg_format_from_name(s);                                                \
       FUZZ_CHECK(f == GIMG_FMT_UNKNOWN || gimg_format_from_name(gimg_format_name(f)) == f,     \
