@@ -213,15 +213,13 @@ static void print_csv_number(FILE *f, const settings *s, double v)
 }
 
 static void print_csv(FILE *f, const settings *s, const char *name, int with_file, const gimg_hist *h,
-                      const selection *sel, const double *v, int header)
+                      const selection *sel, const double *v)
 {
     const int rows = h->bins + 3;
-    if (header) {
-        fprintf(f, "%sbin,lo,hi", with_file ? "file," : "");
-        for (int k = 0; k < sel->n; k++)
-            fprintf(f, ",%s", sel->name[k]);
-        fprintf(f, "\n");
-    }
+    fprintf(f, "%sbin,lo,hi", with_file ? "file," : "");
+    for (int k = 0; k < sel->n; k++)
+        fprintf(f, ",%s", sel->name[k]);
+    fprintf(f, "\n");
     static const char *const k_outside[] = {"below", "above", "nan"};
     for (int b = 0; b < rows; b++) {
         if (with_file) {
@@ -296,6 +294,7 @@ typedef struct {
     int n_inputs, stream;
     char **plots, **equalized;  /* per file input, or NULL (a stream: by image) */
     char *csv_header;           /* the CSV header printed, once one is */
+    int tables;                 /* tables printed so far */
 } job;
 
 static int names_one_file(const char *spec)
@@ -444,7 +443,7 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
         else if (s->json)
             print_json(out, s, item->name, &h, &sel, v);
         else if (s->csv)
-            print_csv(out, s, item->name, !item->single, &h, &sel, v, 1);
+            print_csv(out, s, item->name, !item->single, &h, &sel, v);
         else
             print_table(out, s, item->name, im, &h, &sel, v);
     }
@@ -509,8 +508,8 @@ static gimg_status emit(void *user, gimg_driver_item *item, const char *text, si
             text += header_len;
             len -= header_len;
         }
-    } else if (!s->json && !s->equalize && item->index > 0) {
-        fputc('\n', out);
+    } else if (!s->json && !s->equalize && j->tables++) {
+        fputc('\n', out); /* not before the first table printed, whichever input */
     }
     fwrite(text, 1, len, out);
     return GIMG_OK;

@@ -352,13 +352,11 @@ static void describe(const report *r, char *buf, size_t size)
 
 enum { CELL = 40 };
 
-static void print_table(FILE *f, const settings *s, const report *r, const char *reference, int first)
+static void print_table(FILE *f, const settings *s, const report *r, const char *reference)
 {
     int rows[GIMG_STATS_MAX_CHANNELS], n_rows = report_rows(s, r, rows);
     char head[256];
     describe(r, head, sizeof head);
-    if (!first)
-        fputc('\n', f);
     if (reference)
         fprintf(f, "%s vs %s: %s\n", reference, r->name, head);
     else
@@ -601,7 +599,7 @@ static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
     else if (s->csv)
         print_csv(out, s, &r, ref_name);
     else
-        print_table(out, s, &r, ref_name, 1);
+        print_table(out, s, &r, ref_name);
     return GIMG_OK;
 }
 

@@ -68,10 +68,15 @@ void gimg_file_list_free(char **paths)
 
 /* ----------------------------------------------------------- output names */
 
-gimg_status gimg_make_output_folder(const char *spec)
+static int is_directory(const char *path)
 {
     struct stat sb;
-    if (!*spec || spec[strlen(spec) - 1] != '/' || (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)))
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+gimg_status gimg_make_output_folder(const char *spec)
+{
+    if (!*spec || spec[strlen(spec) - 1] != '/' || is_directory(spec))
         return GIMG_OK;
     char *dir = strdup(spec);
     if (!dir)
@@ -83,7 +88,7 @@ gimg_status gimg_make_output_folder(const char *spec)
         *p = '\0';
         if (mkdir(dir, 0777) != 0 && errno != EEXIST)
             st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir, strerror(errno));
-        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        else if (!is_directory(dir))
             st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir,
                            "a file of that name is in the way");
         *p = '/';
@@ -167,12 +172,6 @@ static path_parts split_path(const char *input)
         p.ext = "";
     }
     return p;
-}
-
-static int is_directory(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 gimg_status gimg_output_path(const char *spec, const char *input, int index, const char *ext,

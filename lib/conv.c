@@ -834,12 +834,15 @@ gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts 
 #ifdef GIMG_HAVE_CUDA
     if (gpu) {
         double kernel_ms = 0, t0 = gimg_now_ms();
-        st = gimg_conv_gpu(gpu, in, o, out, &kernel_ms);
-        if (st)
-            gimg_image_free(out);
-        else
+        if (!(st = gimg_conv_gpu(gpu, in, o, out, &kernel_ms))) {
             gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
-        return st;
+            return GIMG_OK;
+        }
+        /* A GPU out of memory leaves the work to the CPU. */
+        if ((st = gimg_ctx_gpu_fallback(ctx, st))) {
+            gimg_image_free(out);
+            return st;
+        }
     }
 #endif
     if ((st = conv_cpu_into(in, o, out)))

@@ -24,11 +24,18 @@ extern "C" {
     do {                                                                             \
         cudaError_t gimg_cuda_err_ = (call);                                         \
         if (gimg_cuda_err_ != cudaSuccess)                                           \
-            return gimg_fail(gimg_cuda_err_ == cudaErrorMemoryAllocation ? GIMG_E_NOMEM  \
-                                                                         : GIMG_E_DEVICE, \
+            return gimg_fail(gimg_cuda_status(gimg_cuda_err_),                       \
                              "CUDA error: %s failed at %s:%d: %s", #call, __FILE__,   \
                              __LINE__, cudaGetErrorString(gimg_cuda_err_));           \
     } while (0)
+
+/* The status of a failed CUDA call: GIMG_E_NOMEM for cudaErrorMemoryAllocation
+ * (not sticky, so the process may go on, on the CPU), else GIMG_E_DEVICE.
+ * For code that checks several calls before recording one message. */
+static inline gimg_status gimg_cuda_status(cudaError_t e)
+{
+    return e == cudaErrorMemoryAllocation ? GIMG_E_NOMEM : GIMG_E_DEVICE;
+}
 
 /* An image on the device: rows at a pitch that is a multiple of 16 bytes,
  * each row's allocation reaching its pitch (what the kernels assume). */

@@ -486,7 +486,8 @@ static gimg_status hist_gpu(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *im,
                                   g->stream)))
             e = cudaStreamSynchronize(g->stream);
         if (e)
-            st = gimg_fail(GIMG_E_DEVICE, "CUDA error: histogram: %s", cudaGetErrorString(e));
+            st = gimg_fail(gimg_cuda_status(e), "CUDA error: histogram: %s",
+                           cudaGetErrorString(e));
         float kernel_ms = 0;
         if (!st && !cudaEventElapsedTime(&kernel_ms, g->ev_start, g->ev_stop))
             gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
@@ -514,9 +515,12 @@ gimg_status gimg_hist_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_hi
     if (gpu) {
         if ((st = gimg_hist_alloc(im, p, out)))
             return st;
-        if ((st = hist_gpu(ctx, gpu, im, p, out)))
-            gimg_hist_free(out);
-        return st;
+        if (!(st = hist_gpu(ctx, gpu, im, p, out)))
+            return GIMG_OK;
+        gimg_hist_free(out);
+        /* A GPU out of memory leaves the work to the CPU. */
+        if ((st = gimg_ctx_gpu_fallback(ctx, st)))
+            return st;
     }
 #endif
     return gimg_hist_compute_fast(im, p, out);

@@ -16,6 +16,7 @@
 #include "gimg_stats.h"
 #include "gimg_hist.h"
 #include "ctx_internal.h"
+#include "hist_internal.h"
 #include "stats_internal.h"
 
 #include <math.h>
@@ -847,7 +848,8 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
     }
     free(h_slots);
     if (e)
-        return gimg_fail(GIMG_E_DEVICE, "CUDA error: statistics pass: %s", cudaGetErrorString(e));
+        return gimg_fail(gimg_cuda_status(e), "CUDA error: statistics pass: %s",
+                         cudaGetErrorString(e));
     if (!st)
         gimg_ctx_add_gpu_times(ctx, kernel_ms, gimg_now_ms() - t0 - kernel_ms);
     return st;
@@ -881,16 +883,17 @@ static gimg_status stats_common(gimg_ctx *ctx, const gimg_image *im, const gimg_
         }
     }
 #ifdef GIMG_HAVE_CUDA
-    else if (gpu) {
-        st = gpu_pass(ctx, gpu, im, NULL, &m, sizeof m, exact_hist ? &h : NULL);
-    }
+    /* A GPU out of memory leaves the work to the CPU. */
+    if (gpu && (st = gpu_pass(ctx, gpu, im, NULL, &m, sizeof m, exact_hist ? &h : NULL)) &&
+        !(st = gimg_ctx_gpu_fallback(ctx, st)))
+        gpu = NULL;
 #endif
-    else if (exact_hist) {
+    if (!reference && !gpu && !st && exact_hist) {
         gimg_hist_params p;
         exact_hist_params(im, &p);
-        if (!(st = gimg_hist_compute(ctx, im, &p, &h)))
+        if (!(st = gimg_hist_compute_fast(im, &p, &h)))
             moments_from_hist(&h, &m); /* one pass instead of two */
-    } else {
+    } else if (!reference && !gpu && !st) {
         gimg_moments_fast(im, &m);
     }
     if (!st) {
@@ -1071,10 +1074,12 @@ static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gi
     if (reference)
         gimg_diff_sums_ref(ref, im, &d);
 #ifdef GIMG_HAVE_CUDA
-    else if (gpu)
-        st = gpu_pass(ctx, gpu, ref, im, &d, sizeof d, NULL);
+    /* A GPU out of memory leaves the work to the CPU. */
+    if (gpu && (st = gpu_pass(ctx, gpu, ref, im, &d, sizeof d, NULL)) &&
+        !(st = gimg_ctx_gpu_fallback(ctx, st)))
+        gpu = NULL;
 #endif
-    else
+    if (!reference && !gpu && !st)
         gimg_diff_sums_fast(ref, im, &d);
     if (!st)
         gimg_diff_finish(&d, im->channels, im->sample, out);

@@ -325,6 +325,13 @@ line.pgm" "rodd/with space.png" "rodd/x y z.pam" >list0
     [ -z "$why" ] && { [ "$(grep -c . stderr.txt)" -eq 1 ] && grep -q "^$tool: in/corrupt.ppm: " stderr.txt || why="stderr: $(head -c 200 stderr.txt)"; }
     [ -z "$why" ] && { [ "$(grep -o '"file": *"[^"]*"' got.json | tr -d ' ' | tr '\n' ' ')" = '"file":"many/1.png" "file":"many/2.png" ' ] || why="reports: $(head -c 200 got.json)"; }
     result "$tool-failure-others-go-on" "$why"
+    # Tables are set apart by a blank line, none before the first printed,
+    # even when the first input is the one that failed.
+    "$T_PROG" in/corrupt.ppm many/1.png many/2.png >got.txt 2>stderr.txt
+    why=""
+    [ "$(head -c 1 got.txt | od -An -c | tr -d ' ')" != '\n' ] || why="the output starts with a blank line"
+    [ -z "$why" ] && { [ "$(grep -c '^$' got.txt)" -eq 1 ] || why="$(grep -c '^$' got.txt) blank lines between two tables"; }
+    result "$tool-first-failed-no-leading-blank" "$why"
 
     "$T_PROG" -v many/1.png many/2.png >/dev/null 2>stderr.txt
     why=""

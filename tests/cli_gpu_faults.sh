@@ -57,6 +57,19 @@ result gtranspose-mem-limit-enough "$why"
 expect_fail gtranspose-mem-limit-invalid 1 "" -- env GIMG_GPU_MEM_LIMIT=12Q "$PROG" --device gpu in.ppm -
 grep -q 'GIMG_GPU_MEM_LIMIT' stderr.txt || fail gtranspose-mem-limit-invalid-message "got: $(cat stderr.txt)"
 
+# ------------------------------------------------- gconv, ghist, gstats
+# The same fallback through each of their GPU paths (conv, histogram,
+# statistics and comparison passes).
+for spec in "gconv -k gaussian:2" "gconv -k sobel-x --scale 0.5" "ghist" "gstats" \
+    "gstats --compare in.ppm"; do
+    set -- $spec
+    tool=$1
+    shift
+    out=(); [ "$tool" = gconv ] && out=(-)
+    "$BIN/$tool" "$@" --device cpu in.ppm "${out[@]}" >cpu.out
+    mem_limit_fallback "$tool-mem-limit-1-byte ($*)" 1 "$BIN/$tool" "$@" in.ppm "${out[@]}"
+done
+
 # A real out-of-memory: a helper holds all but about 1.2 GiB of the GPU's
 # free memory (taken in pieces down to 1 MiB) while the tool transposes an image whose two device buffers
 # need 1.6 GiB (8192x8192 RGB float); CUDA's own context takes some of what

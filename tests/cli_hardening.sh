@@ -27,16 +27,15 @@ if [ ! -x "$CORPUS_GEN" ] || ! "$CORPUS_GEN" corpus >corpus.log 2>&1; then
 fi
 mkdir -p e
 
-# refusal FILE [ARGS...]: runs the tool on FILE writing e/out.pam; prints
-# why the outcome is not a clean refusal (nothing when it is).
-refusal() {
-    local file=$1 rc
-    shift
-    timeout 20 "$PROG" "$@" "$file" e/out.pam >stdout.bin 2>stderr.txt
-    rc=$?
+# judge_refusal TOOL FILE RC: after a run that left stdout.bin, stderr.txt
+# and e/, prints why it was not a clean refusal of FILE by TOOL (exit 1,
+# FILE named on stderr's first line, nothing on stdout, nothing in e/;
+# nothing printed when it was), then empties e/.
+judge_refusal() {
+    local tool=$1 file=$2 rc=$3
     if [ "$rc" -ne 1 ]; then
         echo "exit status $rc ($(head -c 150 stderr.txt | tr '\n' ' '))"
-    elif ! head -n 1 stderr.txt | grep -qF "$TOOL: $file: "; then
+    elif ! head -n 1 stderr.txt | grep -qF "$tool: $file: "; then
         echo "message does not name $file: $(head -c 150 stderr.txt | tr '\n' ' ')"
     elif [ -s stdout.bin ]; then
         echo "wrote to stdout"
@@ -46,22 +45,27 @@ refusal() {
     rm -f e/* e/.[!.]* 2>/dev/null
 }
 
+# refusal FILE [ARGS...]: runs the tool on FILE writing e/out.pam; prints
+# why the outcome is not a clean refusal (nothing when it is).
+refusal() {
+    local file=$1
+    shift
+    timeout 20 "$PROG" "$@" "$file" e/out.pam >stdout.bin 2>stderr.txt
+    judge_refusal "$TOOL" "$file" $?
+}
+
 # outcome FILE: any clean outcome: a decode (exit 0, an output, nothing on
 # stdout) or a clean refusal. Prints why not.
 outcome() {
     local file=$1 rc
     timeout 20 "$PROG" "$file" e/out.pam >stdout.bin 2>stderr.txt
     rc=$?
-    if [ "$rc" -eq 0 ]; then
-        [ -s e/out.pam ] || echo "exit 0 without an output"
-        [ -s stdout.bin ] && echo "wrote to stdout"
-    elif [ "$rc" -ne 1 ]; then
-        echo "exit status $rc ($(head -c 150 stderr.txt | tr '\n' ' '))"
-    elif ! head -n 1 stderr.txt | grep -qF "$TOOL: $file: "; then
-        echo "message does not name $file: $(head -c 150 stderr.txt | tr '\n' ' ')"
-    elif [ -n "$(ls -A e)" ]; then
-        echo "left $(ls -A e | tr '\n' ' ')"
+    if [ "$rc" -ne 0 ]; then
+        judge_refusal "$TOOL" "$file" "$rc"
+        return
     fi
+    [ -s e/out.pam ] || echo "exit 0 without an output"
+    [ -s stdout.bin ] && echo "wrote to stdout"
     rm -f e/* e/.[!.]* 2>/dev/null
 }
 
@@ -380,24 +384,13 @@ fi
 # format family must be refused cleanly by each of them too (exit 1, the
 # file named, nothing on stdout, no output file).
 other_refusal() {
-    local tool=$1 file=$2 rc
-    shift 2
+    local tool=$1 file=$2
     case $tool in
         gconv) timeout 20 "$BIN/gconv" -k box:1 "$file" e/out.pam ;;
         ghist) timeout 20 "$BIN/ghist" --equalize e/out.pam "$file" ;;
         gstats) timeout 20 "$BIN/gstats" "$file" ;;
     esac >stdout.bin 2>stderr.txt
-    rc=$?
-    if [ "$rc" -ne 1 ]; then
-        echo "exit status $rc ($(head -c 150 stderr.txt | tr '\n' ' '))"
-    elif ! grep -qF "$tool: $file: " stderr.txt; then
-        echo "message does not name $file: $(head -c 150 stderr.txt | tr '\n' ' ')"
-    elif [ -s stdout.bin ]; then
-        echo "wrote to stdout"
-    elif [ -n "$(ls -A e)" ]; then
-        echo "left $(ls -A e | tr '\n' ' ')"
-    fi
-    rm -f e/* e/.[!.]* 2>/dev/null
+    judge_refusal "$tool" "$file" $?
 }
 for tool in gconv ghist gstats; do
     if [ ! -x "$BIN/$tool" ]; then
