@@ -71,8 +71,9 @@
  *    results in shared memory; the partials go to global memory field by
  *    field (coalesced for the last block's reads).
  *  - Median, percentiles and entropy are not computed here: for 8/16-bit
- *    images they come from the exact histogram (kernels/histogram.cu via
- *    gimg_hist_compute, one bin per value); for float images from a sorted
+ *    images they come from the exact histogram (kernels/histogram.cu, one
+ *    bin per value), and so do the moments then, without this pass
+ *    (lib/stats.c's gpu_pass); for float images from a sorted
  *    copy of the finite samples, sorted on the CPU (lib/stats.c) on every
  *    backend.
  */
