@@ -75,8 +75,13 @@ static gimg_status handle_option(void *user, int key, const char *arg)
     case OPT_NORMALIZE: s->normalize = 1; break;
     case OPT_CSV: s->csv = 1; break;
     case OPT_JSON: s->json = 1; break;
-    case OPT_PLOT: s->plot = arg; break;
-    case OPT_EQUALIZE: s->equalize = arg; break;
+    case OPT_PLOT:
+    case OPT_EQUALIZE:
+        if (!*arg)
+            return gimg_fail(GIMG_E_USAGE, "%s: empty file name",
+                             key == OPT_PLOT ? "--plot" : "--equalize");
+        *(key == OPT_PLOT ? &s->plot : &s->equalize) = arg;
+        break;
     }
     return GIMG_OK;
 }
@@ -100,6 +105,8 @@ typedef struct {
     int idx[GIMG_HIST_MAX_CHANNELS];       /* h's channel */
     const char *name[GIMG_HIST_MAX_CHANNELS];
     unsigned mask;                          /* bit per h channel */
+    unsigned columns;   /* bit per k_channel_names entry: the CSV's columns,
+                           which come in that order */
     const char *all_names[GIMG_HIST_MAX_CHANNELS];
 } selection;
 
@@ -123,13 +130,14 @@ static gimg_status select_channels(const settings *s, int image_channels, const 
         }
     }
     for (int c = 0; c < h->channels; c++) {
-        int want = !s->channel_mask;
-        for (int bit = 0; k_channel_names[bit] && !want; bit++)
-            want = (s->channel_mask & (1u << bit)) && !strcmp(sel->all_names[c], k_channel_names[bit]);
-        if (want) {
+        int bit = 0;
+        while (k_channel_names[bit] && strcmp(sel->all_names[c], k_channel_names[bit]))
+            bit++;
+        if (!s->channel_mask || (s->channel_mask & (1u << bit))) {
             sel->idx[sel->n] = c;
             sel->name[sel->n++] = sel->all_names[c];
             sel->mask |= 1u << c;
+            sel->columns |= 1u << bit;
         }
     }
     return GIMG_OK;
@@ -286,119 +294,17 @@ static void print_json(FILE *f, const settings *s, const char *name, const gimg_
 
 /* ----------------------------------------------------------------- work */
 
-/* What the callbacks share. The names are fixed before any work (prepare)
- * and read-only after; csv_header belongs to emit, which runs in order. */
+/* What the callbacks share; emit's, which runs in order. */
 typedef struct {
     const settings *s;
-    const gimg_cli_common *c;
-    int n_inputs, stream;
-    char **plots, **equalized;  /* per file input, or NULL (a stream: by image) */
-    char *csv_header;           /* the CSV header printed, once one is */
-    int tables;                 /* tables printed so far */
+    unsigned csv_columns;  /* the CSV header's (selection.columns), once one
+                              is printed; 0 before */
+    int tables;            /* tables printed so far */
 } job;
 
-static int names_one_file(const char *spec)
-{
-    return !strchr(spec, '%') && spec[strlen(spec) - 1] != '/';
-}
-
-/* The output name of input `index` at `path` under spec (--plot or
- * --equalize): the spec itself for one input; otherwise a pattern or a
- * folder (gimg_output_path); "-" stays "-". *out is malloc'd. */
-static gimg_status output_name(const job *j, const char *spec, const char *path, int index,
-                               char **out)
-{
-    if (!strcmp(spec, "-") || (j->n_inputs == 1 && !j->stream && names_one_file(spec))) {
-        *out = strdup(spec);
-        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
-    }
-    return gimg_output_path(spec, path, index + 1, NULL, out);
-}
-
-/* The output names of the file inputs, checked before any work: several
- * inputs need a pattern or a folder, and no two names may collide. */
-static gimg_status output_names(job *j, char *const *inputs, const char *spec, const char *what,
-                                char ***out)
-{
-    if (j->n_inputs > 1 && names_one_file(spec) && strcmp(spec, "-") != 0)
-        return gimg_fail(GIMG_E_USAGE, "%s: several inputs need a pattern (%%f) or a folder "
-                                       "(DIR/) for their outputs", what);
-    char **names = calloc((size_t)j->n_inputs, sizeof *names);
-    if (!names)
-        return gimg_fail(GIMG_E_NOMEM, "out of memory");
-    *out = names;
-    for (int i = 0; i < j->n_inputs; i++) {
-        gimg_status st = output_name(j, spec, inputs[i], i, &names[i]);
-        if (st)
-            return st;
-    }
-    return j->n_inputs > 1 ? gimg_check_output_collisions(inputs, names, j->n_inputs) : GIMG_OK;
-}
-
-static void free_names(char **names, int n)
-{
-    if (!names)
-        return;
-    for (int i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-}
-
-static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
-                           int stream)
-{
-    job *j = user;
-    j->n_inputs = n_inputs;
-    j->stream = stream;
-    gimg_status st = GIMG_OK;
-    /* A stream's images are named one by one, as they come. */
-    if (!stream && j->s->plot)
-        st = output_names(j, inputs, j->s->plot, "--plot", &j->plots);
-    if (!stream && !st && j->s->equalize)
-        st = output_names(j, inputs, j->s->equalize, "--equalize", &j->equalized);
-    if (!st && j->s->plot)
-        st = gimg_make_output_folder(j->s->plot);
-    if (!st && j->s->equalize)
-        st = gimg_make_output_folder(j->s->equalize);
-    return st;
-}
-
-/* The name of item's output under spec: from the list made by prepare, or
- * for an image of a stream now (one name for several images is refused
- * from the second on, before anything is overwritten). */
-static gimg_status item_output(const job *j, char **list, const char *spec,
-                               const gimg_driver_item *item, char **out)
-{
-    if (list) {
-        *out = strdup(list[item->index]);
-        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
-    }
-    if (item->index > 0 && strcmp(spec, "-") != 0 && !gimg_pattern_numbers(spec))
-        return gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
-                                       "outputs with a pattern using %%i");
-    return output_name(j, spec, "-", item->index, out);
-}
-
-/* Writes im to name; "-" is the report itself, printed in order. On failure
- * item->failed_on names the file. */
-static gimg_status write_output(const char *name, const gimg_image *im,
-                                const gimg_write_opts *o, gimg_driver_item *item, FILE *out)
-{
-    gimg_status st;
-    if (!strcmp(name, "-")) {
-        unsigned char *buf = NULL;
-        size_t len = 0;
-        st = gimg_encode(im, gimg_output_format("-", o, im), o, &buf, &len);
-        if (!st && fwrite(buf, 1, len, out) != len)
-            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
-        free(buf);
-    } else {
-        st = gimg_write(name, im, o);
-    }
-    if (st && !item->failed_on)
-        item->failed_on = strdup(gimg_cli_name(name, 1));
-    return st;
-}
+/* The images the driver writes for ghist, in the order they go to
+ * standard output when both do. */
+enum { IMG_EQUALIZED, IMG_PLOT };
 
 /* One input: count and report, plot, or equalize. */
 static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
@@ -406,20 +312,14 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
 {
     const job *j = user;
     const settings *s = j->s;
-    gimg_image eq = {0}, plot = {0};
     gimg_hist h = {0};
     selection sel;
     double *v = NULL;
-    char *name = NULL;
     gimg_status st = GIMG_OK;
     if (s->equalize) {
-        st = gimg_hist_equalize(ctx, im, s->luma, &eq);
-        if (!st)
-            st = item_output(j, j->equalized, s->equalize, item, &name);
-        if (!st)
-            st = write_output(name, &eq, &j->c->write, item, out);
+        st = gimg_hist_equalize(ctx, im, s->luma, &item->image[IMG_EQUALIZED]);
         if (st || !s->plot)
-            goto done;
+            return st;
     }
     gimg_hist_params p;
     gimg_hist_default_params(im, &p);
@@ -434,10 +334,12 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
     st = gimg_hist_compute(ctx, im, &p, &h);
     if (!st)
         st = select_channels(s, im->channels, &h, &sel);
+    if (!st)
+        item->tag = sel.columns;
     const double pixels = (double)im->width * im->height;
     if (!st && !s->equalize) {
         /* CSV: the header on every report; emit prints the first and checks
-         * that the others have its columns. */
+         * that the others have its columns (item->tag). */
         if (!(v = values(s, &h, &sel, pixels)))
             st = gimg_fail(GIMG_E_NOMEM, "out of memory");
         else if (s->json)
@@ -450,34 +352,28 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
     if (!st && s->plot) {
         gimg_hist_plot_opts o = {.title = item->name, .cumulative = s->cumulative,
                                  .normalize = s->normalize, .pixels = (uint64_t)pixels};
-        free(name);
-        name = NULL;
-        st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &plot);
-        if (!st)
-            st = item_output(j, j->plots, s->plot, item, &name);
-        if (!st) {
-            gimg_write_opts wo = j->c->write;
-            wo.format = GIMG_FMT_UNKNOWN;  /* the plot's format is its extension's */
-            if (gimg_format_from_path(name) == GIMG_FMT_UNKNOWN)
-                wo.format = GIMG_FMT_PNG;
-            st = write_output(name, &plot, &wo, item, out);
-        }
+        st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &item->image[IMG_PLOT]);
+        /* The plot's format is its extension's (-f is the equalized image's),
+         * PNG without one. */
+        item->write[IMG_PLOT].format =
+            gimg_format_from_path(item->output[IMG_PLOT]) == GIMG_FMT_UNKNOWN ? GIMG_FMT_PNG
+                                                                              : GIMG_FMT_UNKNOWN;
     }
-done:
-    free(name);
     free(v);
     gimg_hist_free(&h);
-    gimg_image_free(&eq);
-    gimg_image_free(&plot);
     return st;
 }
 
-/* The channel names of a CSV header line ("file,bin,lo,hi,red,green"). */
-static const char *header_channels(const char *line)
+/* The names of CSV columns (selection.columns) as the header has them:
+ * "red,green,blue". */
+static const char *column_names(unsigned columns, char *buf, size_t size)
 {
-    const char *p = strstr(line, "bin,lo,hi");
-    p = p ? p + strlen("bin,lo,hi") : line;
-    return *p == ',' ? p + 1 : p;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int bit = 0; k_channel_names[bit] && n < size; bit++)
+        if (columns & (1u << bit))
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? "," : "", k_channel_names[bit]);
+    return buf;
 }
 
 /* In input order: tables apart by a blank line; one CSV header, the first
@@ -491,19 +387,15 @@ static gimg_status emit(void *user, gimg_driver_item *item, const char *text, si
     if (s->csv && !s->equalize) {
         const char *nl = memchr(text, '\n', len);
         size_t header_len = nl ? (size_t)(nl - text) + 1 : len;
-        if (!j->csv_header) {
-            if (!(j->csv_header = strndup(text, header_len)))
-                return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        } else if (strlen(j->csv_header) != header_len ||
-                   memcmp(j->csv_header, text, header_len) != 0) {
-            return gimg_fail(GIMG_E_FORMAT, "its channels (%.*s) are not the CSV header's "
-                                            "(%.*s): select common ones with -c (luma: any "
-                                            "image), or use --json",
-                             (int)(text + header_len - 1 - header_channels(text)),
-                             header_channels(text),
-                             (int)(strlen(j->csv_header) - 1 -
-                                   (size_t)(header_channels(j->csv_header) - j->csv_header)),
-                             header_channels(j->csv_header));
+        if (!j->csv_columns) {
+            j->csv_columns = item->tag;
+        } else if (item->tag != j->csv_columns) {
+            char have[64], want[64];
+            return gimg_fail(GIMG_E_FORMAT, "its channels (%s) are not the CSV header's (%s): "
+                                            "select common ones with -c (luma: any image), or "
+                                            "use --json",
+                             column_names(item->tag, have, sizeof have),
+                             column_names(j->csv_columns, want, sizeof want));
         } else {
             text += header_len;
             len -= header_len;
@@ -550,12 +442,13 @@ int main(int argc, char **argv)
                               gimg_fail(GIMG_E_USAGE, "refusing to write image data to a "
                                                       "terminal (give OUTPUT or redirect)"));
     gimg_install_signal_cleanup();
-    job j = {.s = &s, .c = &c};
-    const gimg_driver driver = {.tool = TOOL, .report = report, .emit = emit,
-                                .prepare = prepare, .user = &j};
-    rc = gimg_drive(&driver, &c);
-    free_names(j.plots, j.n_inputs);
-    free_names(j.equalized, j.n_inputs);
-    free(j.csv_header);
-    return rc;
+    job j = {.s = &s};
+    const gimg_driver driver = {
+        .tool = TOOL,
+        .report = report,
+        .emit = emit,
+        .images = {[IMG_EQUALIZED] = {s.equalize, "--equalize"}, [IMG_PLOT] = {s.plot, "--plot"}},
+        .user = &j,
+    };
+    return gimg_drive(&driver, &c);
 }

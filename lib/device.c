@@ -272,9 +272,8 @@ int gimg_ctx_lanes(gimg_ctx *ctx)
     return ctx->dev.n_gpus * LANES_PER_GPU;
 }
 
-void gimg_ctx_bind_lane(gimg_ctx *ctx, int lane)
+void gimg_ctx_bind_lane(int lane)
 {
-    (void)ctx;
     t_lane = lane;
 }
 

@@ -17,8 +17,13 @@ typedef struct {
     gimg_ctx *ctx;
     char **inputs;
     int n_inputs;
-    char **outputs;         /* per input (transform tools, file inputs) */
-    const char *ext;        /* -f's extension for -o DIR/, or NULL */
+    /* The outputs of each input: a transform's (-o), or a report tool's
+     * images (gimg_driver.images); o.spec NULL where there is none. */
+    struct {
+        gimg_driver_output o;
+        const char *ext;    /* -f's extension for DIR/, or NULL */
+        char **names;       /* per file input, named before any work */
+    } out[GIMG_DRIVER_IMAGES];
     int stream;             /* reading a PNM stream from standard input */
     int stream_over;        /* the stream ended, or broke and cannot resync */
     pthread_mutex_t lock;
@@ -29,12 +34,14 @@ typedef struct {
 
 typedef struct {
     char name[96];      /* how messages name the input */
-    char *output;       /* the output's path (owned), for transform tools */
-    int output_failed;  /* the failure was in writing the output */
-    gimg_image in, out;
+    char *output[GIMG_DRIVER_IMAGES]; /* the outputs' paths: j->out[k].names'
+                           for file inputs, the item's own for a stream's */
+    const char *failed_on; /* the output whose writing failed, or NULL */
+    gimg_image in;
     char *report;       /* report tools: the text, from open_memstream */
     size_t report_len;
-    gimg_driver_item info; /* report tools: what the callbacks know of it */
+    gimg_driver_item info; /* what the callbacks know of it; its images are
+                              the outputs (a transform's: image[0]) */
 } item;
 
 static void add_ms(job *j, gimg_timer t, double ms)
@@ -56,19 +63,29 @@ static int ends_with_slash(const char *spec)
     return n > 0 && spec[n - 1] == '/';
 }
 
-/* The output path of input i (0-based), from -o or OUTPUT. One input and a
- * plain name: that name (an existing directory there is an error, as for
- * any tool writing one file); DIR/ (even for one input) or a pattern: the
- * name gimg_output_path gives. */
-static gimg_status output_of(const job *j, const char *input, int i, char **out)
+/* 1 if an output spec names one file whatever the input (a folder that
+ * exists aside). */
+static int names_one_file(const char *spec)
 {
-    const char *spec = j->c->output;
-    int single = j->n_inputs + j->stream <= 1 && !strchr(spec, '%') && !ends_with_slash(spec);
-    if (single || !strcmp(spec, "-")) {
+    return !strchr(spec, '%') && !ends_with_slash(spec);
+}
+
+/* The path of output k of input i (0-based). One input and a plain name:
+ * that name (an existing directory there is an error, as for any tool
+ * writing one file); DIR/ (even for one input) or a pattern: the name
+ * gimg_output_path gives. The images of a stream have no names of their
+ * own: past the first they need a pattern that numbers them. */
+static gimg_status output_of(const job *j, int k, const char *input, int i, char **out)
+{
+    const char *spec = j->out[k].o.spec;
+    if ((j->n_inputs + j->stream <= 1 && names_one_file(spec)) || !strcmp(spec, "-")) {
         *out = strdup(spec);
         return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
     }
-    return gimg_output_path(spec, input, i + 1, j->ext, out);
+    if (j->stream && i > 0 && !gimg_pattern_numbers(spec))
+        return gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
+                                       "outputs with %s PATTERN using %%i", j->out[k].o.option);
+    return gimg_output_path(spec, input, i + 1, j->out[k].ext, out);
 }
 
 /* --------------------------------------------------------------- stages */
@@ -180,7 +197,6 @@ static gimg_status load(void *user, int i, void **state)
     it->info.name = it->name;
     if (j->stream) {
         snprintf(it->name, sizeof it->name, "standard input (image %d)", i + 1);
-        it->info.path = "-";
         st = gimg_read_pnm_stream(stdin, &it->in);
         if (st)
             j->stream_over = 1;
@@ -198,25 +214,24 @@ static gimg_status load(void *user, int i, void **state)
             snprintf(it->name, sizeof it->name, "standard input");
             it->info.single = 1;
         }
-        if (!st && j->d->transform) {
-            st = output_of(j, "-", i, &it->output);
-            /* One output name for many images: refuse before overwriting. */
-            if (!st && i > 0 && strcmp(it->output, "-") != 0 && !gimg_pattern_numbers(j->c->output)) {
+        /* A name refused now would be refused for every image after. */
+        for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
+            if (j->out[k].o.spec && (st = output_of(j, k, "-", i, &it->output[k])))
                 j->stream_over = 1;
-                st = gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
-                                             "outputs with -o PATTERN using %%i");
-            }
-        }
     } else {
         const char *path = j->inputs[i];
-        it->info.path = path;
         it->info.single = j->n_inputs == 1;
         snprintf(it->name, sizeof it->name, "%s", gimg_cli_name(path, 0));
         if (strlen(path) >= sizeof it->name)
             snprintf(it->name, sizeof it->name, "...%s", path + strlen(path) - 80);
         st = decode_file(j, path, it->name, &it->in);
-        if (j->outputs)
-            it->output = j->outputs[i];
+        for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
+            if (j->out[k].names)
+                it->output[k] = j->out[k].names[i];
+    }
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
+        it->info.output[k] = it->output[k];
+        it->info.write[k] = j->c->write;
     }
     add_ms(j, GIMG_T_DECODE, gimg_now_ms() - t0);
     return st;
@@ -228,9 +243,9 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     item *it = state;
     double t0 = gimg_now_ms();
     gimg_status st;
-    gimg_ctx_bind_lane(j->ctx, lane);
+    gimg_ctx_bind_lane(lane);
     if (j->d->transform) {
-        st = j->d->transform(j->d->user, j->ctx, &it->in, &it->out);
+        st = j->d->transform(j->d->user, j->ctx, &it->in, &it->info.image[0]);
     } else {
         FILE *f = open_memstream(&it->report, &it->report_len);
         if (!f)
@@ -247,27 +262,61 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     return st;
 }
 
+/* A report tool's image for standard output: encoded onto the end of the
+ * report, which finish prints in order. */
+static gimg_status append_encoded(item *it, const gimg_image *im, const gimg_write_opts *o)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    gimg_status st = gimg_encode(im, gimg_output_format("-", o, im), o, &buf, &len);
+    char *longer = st ? NULL : realloc(it->report, it->report_len + len);
+    if (longer) {
+        memcpy(longer + it->report_len, buf, len);
+        it->report = longer;
+        it->report_len += len;
+    } else if (!st) {
+        st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    free(buf);
+    return st;
+}
+
 static gimg_status store(void *user, int i, void *state)
 {
     job *j = user;
     item *it = state;
-    if (!it->output || !strcmp(it->output, "-"))
-        return GIMG_OK; /* standard output is written in order, by finish */
     double t0 = gimg_now_ms();
-    gimg_status st = gimg_write(it->output, &it->out, &j->c->write);
+    gimg_status st = GIMG_OK;
+    for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
+        gimg_image *im = &it->info.image[k];
+        const char *path = it->output[k];
+        if (!im->data || !path)
+            continue;
+        if (strcmp(path, "-") != 0)
+            st = gimg_write(path, im, &it->info.write[k]);
+        else if (j->d->transform)
+            continue; /* a transform's standard output is written in order, by finish */
+        else
+            st = append_encoded(it, im, &it->info.write[k]);
+        if (st)
+            it->failed_on = path;
+        gimg_image_free(im);
+    }
     add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
-    it->output_failed = st != GIMG_OK;
-    gimg_image_free(&it->out);
     return st;
 }
 
-/* A decoded input, and the output a transform will make of about its size. */
+/* A decoded input, and the images made of it (a transform's output,
+ * ghist's equalized image), of about its size, until they are written. */
 static size_t item_bytes(void *user, void *state)
 {
     const job *j = user;
     const item *it = state;
     const size_t in = it->in.stride_bytes * (size_t)it->in.height;
-    return j->d->transform ? 2 * in : in;
+    int makes_images = 0;
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
+        makes_images |= j->out[k].o.spec != NULL;
+    return makes_images ? 2 * in : in;
 }
 
 /* The decoded images a GPU batch may hold while CUDA starts (about 0.4 s
@@ -295,12 +344,12 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
             } else {
                 fwrite(it->report, 1, it->report_len, stdout);
             }
-        } else if (it->out.data) {
+        } else if (it->info.image[0].data) {
             double t0 = gimg_now_ms();
-            st = gimg_write("-", &it->out, &j->c->write);
+            st = gimg_write("-", &it->info.image[0], &it->info.write[0]);
             add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
             if (st) {
-                it->output_failed = 1;
+                it->failed_on = "-";
                 message = gimg_last_error();
             }
         }
@@ -308,20 +357,19 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     if (st) {
         j->n_failed++;
         const char *name = it ? it->name : gimg_cli_name(j->stream ? "-" : j->inputs[i], 0);
-        if (it && it->output_failed)
-            name = gimg_cli_name(it->output, 1);
-        if (it && it->info.failed_on)
-            name = it->info.failed_on;
+        if (it && it->failed_on)
+            name = gimg_cli_name(it->failed_on, 1);
         fflush(stdout); /* the reports before it come first */
         fprintf(stderr, "%s: %s: %s\n", j->d->tool, name, message);
     }
     if (it) {
-        free(it->info.failed_on);
         gimg_image_free(&it->in);
-        gimg_image_free(&it->out);
         free(it->report);
-        if (!j->outputs)
-            free(it->output);
+        for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
+            gimg_image_free(&it->info.image[k]);
+            if (!j->out[k].names)
+                free(it->output[k]);
+        }
         free(it);
     }
 }
@@ -366,19 +414,27 @@ static int is_stdin_stream(const job *j)
     return ch == 'P';
 }
 
-static gimg_status name_outputs(job *j)
+/* The paths of output k of the file inputs, checked before any work.
+ * Several images to standard output are a stream. */
+static gimg_status name_outputs(job *j, int k)
 {
-    j->outputs = calloc((size_t)j->n_inputs, sizeof *j->outputs);
-    if (!j->outputs)
+    const char *spec = j->out[k].o.spec;
+    struct stat sb;
+    /* Say what is missing rather than which two inputs collide. */
+    if (j->n_inputs > 1 && strcmp(spec, "-") != 0 && names_one_file(spec) &&
+        !(stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return gimg_fail(GIMG_E_USAGE, "%s: several inputs need a pattern (%%f) or a folder "
+                                       "(DIR/) for their outputs", j->out[k].o.option);
+    char **names = calloc((size_t)j->n_inputs, sizeof *names);
+    if (!names)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    j->out[k].names = names;
     for (int i = 0; i < j->n_inputs; i++) {
-        gimg_status st = output_of(j, j->inputs[i], i, &j->outputs[i]);
+        gimg_status st = output_of(j, k, j->inputs[i], i, &names[i]);
         if (st)
             return st;
     }
-    if (j->n_inputs > 1 && !strcmp(j->c->output, "-"))
-        return GIMG_OK; /* several images to standard output: a stream */
-    return gimg_check_output_collisions(j->inputs, j->outputs, j->n_inputs);
+    return gimg_check_output_collisions(j->inputs, names, j->n_inputs);
 }
 
 static void report_rate(const job *j, int n_done, double wall_ms)
@@ -396,16 +452,23 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     pthread_mutex_init(&j.lock, NULL);
     gimg_status st = gather_inputs(&j, &list);
     if (!st) {
-        j.ext = extension_of(c->write.format);
         j.stream = is_stdin_stream(&j);
-        if (d->transform && !j.stream)
-            st = name_outputs(&j);
+        for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
+            j.out[k].o = d->images[k];
+        if (d->transform) {
+            j.out[0].o = (gimg_driver_output){.spec = c->output, .option = "-o"};
+            j.out[0].ext = extension_of(c->write.format);
+        }
     }
+    for (int k = 0; k < GIMG_DRIVER_IMAGES && !st && !j.stream; k++)
+        if (j.out[k].o.spec)
+            st = name_outputs(&j, k);
     if (!st && d->transform && isatty(STDOUT_FILENO) && !strcmp(c->output, "-"))
         st = gimg_fail(GIMG_E_USAGE, "refusing to write image data to a terminal (give OUTPUT, "
                                      "-o, or redirect)");
-    if (!st && d->transform && strcmp(c->output, "-") != 0)
-        st = gimg_make_output_folder(c->output);
+    for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
+        if (j.out[k].o.spec)
+            st = gimg_make_output_folder(j.out[k].o.spec);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
     if (!st && d->prepare)
@@ -457,10 +520,11 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     }
     gimg_ctx_close(j.ctx);
 out:
-    if (j.outputs)
-        for (int i = 0; i < j.n_inputs; i++)
-            free(j.outputs[i]);
-    free(j.outputs);
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
+        for (int i = 0; j.out[k].names && i < j.n_inputs; i++)
+            free(j.out[k].names[i]);
+        free(j.out[k].names);
+    }
     free(j.inputs);
     gimg_file_list_free(list);
     pthread_mutex_destroy(&j.lock);

@@ -8,7 +8,8 @@
  *  - transform (image tools: gtranspose, gconv): an input image to an
  *    output image, written to the input's output name;
  *  - report (report tools: gstats, ghist): an input image to text, printed
- *    on standard output in input order.
+ *    on standard output in input order, and optionally images (ghist's
+ *    plots), written as a transform's outputs are.
  * Reports are computed in parallel (-j), each into a buffer of its own;
  * the buffers are printed on the calling thread in input order, through
  * the optional emit callback, which sees them one after the other and so
@@ -19,9 +20,11 @@
  * or PFM image is read as a stream: image after image until its end, each
  * an item of the batch (written back as a stream when the output is "-").
  *
- * Outputs: one input, and -o or OUTPUT without '%': that name. Otherwise
- * -o DIR/ or -o PATTERN names each (gimg_output_path), checked for
- * collisions before any work.
+ * Outputs (-o or OUTPUT; a report tool's images): one input, and a name
+ * without '%' or a final '/': that name. Otherwise DIR/ or PATTERN names
+ * each (gimg_output_path); several inputs for one file, or two outputs of
+ * one name, are a usage error before any work. The images of a stream
+ * past the first need a pattern with %i (or "-").
  *
  * Errors: each failing input is reported as "tool: name: reason" on
  * stderr; the others go on (unless --fail-fast). Ownership: the callbacks
@@ -38,19 +41,38 @@
 extern "C" {
 #endif
 
+/* Report tools may also make images, up to this many per input (ghist:
+ * the equalized image and the plot). */
+enum { GIMG_DRIVER_IMAGES = 2 };
+
+/* Where a report tool's image k goes, named per input as -o names a
+ * transform's outputs: one input and a file name, that file; otherwise
+ * DIR/ or a pattern (gimg_output_path); "-": in the report, after its
+ * text. */
+typedef struct {
+    const char *spec;    /* NULL: the tool makes no image k */
+    const char *option;  /* how messages name spec: "--plot" */
+} gimg_driver_output;
+
 /* What a report tool's callbacks know of one input. */
 typedef struct {
     int index;          /* 0-based, in input order */
-    const char *path;   /* the input's path; "-" for standard input, and for
-                           each image of a stream */
     const char *name;   /* how reports and messages name it: the path,
                            "standard input", or "standard input (image N)"
                            for the images of a stream of several */
     int single;         /* 1 when the job is this one image: one input, or a
                            stream holding one image */
-    char *failed_on;    /* report or emit may set it (malloc'd; the driver
-                           frees it): how messages name the file a failure
-                           was in, when it is not the input (an output) */
+    unsigned tag;       /* report may set it, for emit (ghist: the CSV
+                           columns, to compare inputs by) */
+    /* Images (gimg_driver.images): report leaves image k in image[k]
+     * (only where output[k] is not NULL); the driver writes it to
+     * output[k] with write[k] (-f and the like, unless report changes
+     * them), in order of k, and frees it; a failed report's are not
+     * written. They are encoded on a CPU worker after report, so that
+     * encoding holds up no compute lane, and counted as encode time. */
+    const char *output[GIMG_DRIVER_IMAGES];
+    gimg_image image[GIMG_DRIVER_IMAGES];
+    gimg_write_opts write[GIMG_DRIVER_IMAGES];
 } gimg_driver_item;
 
 typedef struct {
@@ -74,6 +96,8 @@ typedef struct {
      * status's (2 for GIMG_E_USAGE). */
     gimg_status (*prepare)(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
                            int stream);
+    /* Report tools, optional: the images report may make besides its text. */
+    gimg_driver_output images[GIMG_DRIVER_IMAGES];
     void *user;
 } gimg_driver;
 

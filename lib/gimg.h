@@ -201,9 +201,10 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes);
  * start-up), 1 for the CPU. */
 int gimg_ctx_lanes(gimg_ctx *ctx);
 /* Binds the calling thread to lane `lane` (0 to gimg_ctx_lanes() - 1): the
- * operations it then runs use that lane's GPU and stream. A thread never
- * bound uses lane 0. */
-void gimg_ctx_bind_lane(gimg_ctx *ctx, int lane);
+ * operations it then runs use that lane's GPU and stream, whatever the
+ * context (the lane is the thread's, not a context's). A thread never bound
+ * uses lane 0. */
+void gimg_ctx_bind_lane(int lane);
 
 /* Timers reported by -v (milliseconds, accumulated). */
 typedef enum { GIMG_T_DECODE, GIMG_T_COMPUTE, GIMG_T_ENCODE, GIMG_T_COUNT } gimg_timer;

@@ -52,7 +52,7 @@ static void unclaim(size_t bytes)
     pthread_mutex_unlock(&g_used_lock);
 }
 
-gimg_status gimg_gpu_malloc(gimg_gpu *g, void **d_ptr, size_t bytes)
+gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes)
 {
     *d_ptr = NULL;
     pthread_mutex_lock(&g_used_lock);
@@ -80,9 +80,8 @@ gimg_status gimg_gpu_malloc(gimg_gpu *g, void **d_ptr, size_t bytes)
     return GIMG_OK;
 }
 
-void gimg_gpu_free(gimg_gpu *g, void *d_ptr, size_t bytes)
+void gimg_gpu_free(void *d_ptr, size_t bytes)
 {
-    (void)g;
     if (!d_ptr)
         return;
     cudaFree(d_ptr);
@@ -149,7 +148,7 @@ void gimg_gpu_close(gimg_gpu *g)
     if (g->stream)
         cudaStreamSynchronize(g->stream);
     for (int i = 0; i < 2; i++) {
-        gimg_gpu_free(g, g->d_buf[i], g->d_cap[i]);
+        gimg_gpu_free(g->d_buf[i], g->d_cap[i]);
         cudaFreeHost(g->h_stage[i]);
         for (int c = 0; c < GIMG_STAGE_CHUNKS; c++)
             if (g->ev_chunk[i][c])
@@ -176,10 +175,10 @@ gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int cha
     if (bytes / pitch != (size_t)height)
         return gimg_fail(GIMG_E_LIMIT, "image too large for the GPU");
     if (g->d_cap[slot] < bytes) {
-        gimg_gpu_free(g, g->d_buf[slot], g->d_cap[slot]);
+        gimg_gpu_free(g->d_buf[slot], g->d_cap[slot]);
         g->d_buf[slot] = NULL;
         g->d_cap[slot] = 0;
-        if ((st = gimg_gpu_malloc(g, &g->d_buf[slot], bytes)))
+        if ((st = gimg_gpu_malloc(&g->d_buf[slot], bytes)))
             return st;
         g->d_cap[slot] = bytes;
         /* The kernels read whole 16-byte words, row padding included; give

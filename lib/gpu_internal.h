@@ -80,8 +80,8 @@ typedef struct gimg_gpu {
  * operation that gets GIMG_E_NOMEM from its GPU path hands it to
  * gimg_ctx_gpu_fallback() (ctx_internal.h), which has it run on the CPU.
  * gimg_gpu_free takes the size that was allocated. */
-gimg_status gimg_gpu_malloc(gimg_gpu *g, void **d_ptr, size_t bytes);
-void gimg_gpu_free(gimg_gpu *g, void *d_ptr, size_t bytes);
+gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes);
+void gimg_gpu_free(void *d_ptr, size_t bytes);
 
 /* Sets the device up on the calling thread (the slow part: CUDA's start-up).
  * The caller frees *out with gimg_gpu_close(). */

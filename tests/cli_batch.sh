@@ -78,6 +78,9 @@ grep -q "x/one/same.png' and 'x/two/same.png' would both be written" stderr.txt 
     why="message: $(head -c 300 stderr.txt)"
 result batch-collision-message "$why"
 expect_fail batch-collision-fixed-name 2 out3 -- "$PROG" -o out3/fixed.png in/a.png in/b.pgm
+why=""
+grep -q '^gtranspose: -o: several inputs need a pattern' stderr.txt || why="message: $(head -c 300 stderr.txt)"
+result batch-fixed-name-message "$why"
 expect_fail batch-needs-o 2 "" -- "$PROG" in/a.png in/b.pgm in/c.pam
 
 # ------------------------------------------------------------ --files-from

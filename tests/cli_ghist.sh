@@ -230,6 +230,26 @@ why=""
 [ -z "$why" ] && { [ -s plots/r8-pgm.png ] && [ -s plots/r8-ppm.png ] || why="plots/: $(ls plots | tr '\n' ' ')"; }
 [ -z "$why" ] && { [ -s eqs/r8.pgm ] && [ -s eqs/r8.ppm ] || why="eqs/: $(ls eqs | tr '\n' ' ')"; }
 result plot-and-equalize-patterns "$why"
+# An existing folder needs no final slash, as for -o (gimg(7)).
+mkdir -p plotdir
+why=""
+"$GH" --plot plotdir --json r8.pgm r8.ppm >/dev/null 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
+[ -z "$why" ] && { [ -s plotdir/r8.pgm ] && [ -s plotdir/r8.ppm ] || why="plotdir/: $(ls plotdir | tr '\n' ' ')"; }
+result plot-existing-folder "$why"
+# A stream's images past the first need a pattern: the message says which
+# option lacks one.
+why=""
+cat g8.pgm rgb.ppm | "$GH" --plot s.png - >/dev/null 2>err.txt
+rc=$?
+[ "$rc" -eq 1 ] || why="exit $rc, expected 1"
+[ -z "$why" ] && { grep -q '^ghist: standard input (image 2): .*--plot PATTERN using %i' err.txt || why="stderr: $(head -c 200 err.txt)"; }
+result stream-plot-needs-pattern "$why"
+# -v counts the encoding of the plot and the equalized image as encode time.
+why=""
+"$GH" -v --plot vplot.png r8.ppm >/dev/null 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
+[ -z "$why" ] && { grep -q '^ghist: time: .*encode [0-9.]* ms' err.txt || why="no time line: $(head -c 300 err.txt)"; }
+[ -z "$why" ] && { grep '^ghist: time: ' err.txt | grep -q 'encode 0\.00 ms' && why="no encode time: $(grep '^ghist: time: ' err.txt)"; }
+result verbose-encode-time "$why"
 
 # ------------------------------------------------------------------ errors
 
@@ -243,6 +263,24 @@ expect_fail usage-csv-and-json 2 e -- "$GH" --csv --json g8.pgm
 expect_fail usage-no-input 2 e -- "$GH" --csv
 expect_fail usage-equalize-with-bins 2 e -- "$GH" --equalize e/x.pgm --bins 10 g8.pgm
 expect_fail usage-plot-several-one-name 2 e -- "$GH" --plot e/p.png g8.pgm rgb.ppm
+expect_fail usage-plot-empty 2 e -- "$GH" --plot "" g8.pgm
+why=""
+grep -q '^ghist: --plot: empty file name' stderr.txt || why="stderr: $(head -c 200 stderr.txt)"
+result usage-plot-empty-message "$why"
+expect_fail usage-equalize-empty 2 e -- "$GH" --equalize= g8.pgm
+why=""
+grep -q '^ghist: --equalize: empty file name' stderr.txt || why="stderr: $(head -c 200 stderr.txt)"
+result usage-equalize-empty-message "$why"
+
+# An image that cannot be written is reported by its name; the report of
+# that input is dropped.
+why=""
+"$GH" --plot nodir/p.png g8.pgm >out.txt 2>err.txt
+rc=$?
+[ "$rc" -eq 1 ] || why="exit $rc, expected 1"
+[ -z "$why" ] && { grep -q '^ghist: nodir/p.png: ' err.txt || why="stderr: $(head -c 200 err.txt)"; }
+[ -z "$why" ] && { [ ! -s out.txt ] || why="printed the report: $(head -c 100 out.txt)"; }
+result error-plot-unwritable "$why"
 
 # A channel the image lacks, and a missing file: exit 1, the others reported.
 why=""

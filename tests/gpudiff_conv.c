@@ -278,7 +278,7 @@ typedef struct {
 static void *lane_main(void *arg)
 {
     lane_job *j = arg;
-    gimg_ctx_bind_lane(j->ctx, j->lane);
+    gimg_ctx_bind_lane(j->lane);
     gimg_conv_opts o;
     gimg_conv_opts_init(&o);
     o.kernels = j->k;
