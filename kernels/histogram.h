@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /* How a sample finds its slot (lib/hist_internal.h defines the slots):
- * IDENT: the 8-bit value itself (256 bins over [0, 256));
+ * IDENT: the value itself (256 bins of 8-bit, 65536 of 16-bit samples);
  * SHIFT: (v - first) >> shift with range checks (gimg_hist_intmap's shift form);
  * LUT:   d_lut[v] (its table form, in device memory);
  * FLOAT: gimg_hist_slot_of on the float value, closed range [lo, hi]. */
@@ -39,14 +39,21 @@ cudaError_t gimg_cuda_hist(const void *d_img, size_t pitch_bytes, int width, int
                            int channels, int sample_bytes, const gimg_cuda_hist_map *map,
                            unsigned long long *d_counts, cudaStream_t stream);
 
-/* The same with the kernel's shape forced, for the benchmark's tuning:
- * replicas of each shared counter (32, 16, 8 or 1; 0 = automatic; 16 and 8
- * only with IDENT) and threads per block (0 = automatic). Fails with
+/* Replicas value of the windowed path whose shared counters are 16-bit
+ * pairs (two to a 32-bit word, carries corrected in the global counters). */
+enum { GIMG_CUDA_HIST_PAIRS = -1 };
+
+/* The same with the kernel's shape forced, for tests and the benchmark:
+ * replicas of each shared counter (32, 16 or 8: replicated counters, 16 and
+ * 8 only for 8-bit IDENT; 1: windows of 32-bit counters; GIMG_CUDA_HIST_PAIRS:
+ * windows of 16-bit pairs; 0 = automatic), threads per block (0 = automatic)
+ * and blocks a cluster (1 to 8, only for the windowed paths on compute
+ * capability 9.0 and up; 0 = automatic: 8 there, else 1). Fails with
  * cudaErrorInvalidValue where the shape does not exist or does not fit. */
 cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_bytes, int width, int height,
                                   int channels, int sample_bytes, const gimg_cuda_hist_map *map,
                                   unsigned long long *d_counts, int replicas, int threads,
-                                  cudaStream_t stream);
+                                  int cluster, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -436,9 +436,9 @@ gimg_status gimg_hist_map_for_gpu(const gimg_image *im, const gimg_hist_params *
     out->luma = p->luma;
     if (im->sample == GIMG_F32)
         out->mode = GIMG_CUDA_HIST_FLOAT;
-    else if (im->sample == GIMG_U8 && m->use_shift && m->first == 0 && m->shift == 0 &&
-             p->bins == 256)
-        out->mode = GIMG_CUDA_HIST_IDENT;
+    else if (m->use_shift && m->first == 0 && m->shift == 0 &&
+             p->bins == (im->sample == GIMG_U8 ? 256 : 65536))
+        out->mode = GIMG_CUDA_HIST_IDENT;  /* every value its own bin */
     else if (m->use_shift)
         out->mode = GIMG_CUDA_HIST_SHIFT;
     else

@@ -820,7 +820,7 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
                                   g->stream);
     if (!e && h) {
         gimg_cuda_hist_map map = {0};
-        map.mode = a->sample == GIMG_U8 ? GIMG_CUDA_HIST_IDENT : GIMG_CUDA_HIST_SHIFT;
+        map.mode = GIMG_CUDA_HIST_IDENT;
         map.bins = bins;
         map.hi = bins;
         e = gimg_cuda_hist(d_a.d_data, d_a.pitch_bytes, a->width, a->height, a->channels,

@@ -13,7 +13,9 @@
  * with bins and a range that do not divide evenly, 65536 bins (the
  * windowed path: several windows with luma); float images with NaN and
  * infinities; constant images; every forced kernel shape (replicas 32, 16,
- * 8 and 1); and the public gimg_hist_compute() with --device gpu.
+ * 8, 1 and 16-bit pairs; clusters of 8, 3 and 1 blocks); flat 16-bit
+ * images on which every block's 16-bit pair counters wrap many times; and
+ * the public gimg_hist_compute() with --device gpu.
  *
  *   gpudiff_hist [--small]     --small: sizes for compute-sanitizer runs
  */
@@ -47,11 +49,12 @@ static unsigned long long *ref_slots(const gimg_hist *h)
     return s;
 }
 
-/* Runs the kernel (shape forced unless 0) and compares with the CPU's
- * counts; large images take the fast CPU backend (itself checked against
- * the reference by unit_hist), small ones the reference. Returns 1 if it
- * ran and matched, 0 if the shape does not exist, -1 on a failure. */
-static int check_one(const gimg_image *im, const gimg_hist_params *p, int replicas,
+/* Runs the kernel (replicas and cluster forced unless 0) and compares
+ * with the CPU's counts; large images take the fast CPU backend (itself
+ * checked against the reference by unit_hist), small ones the reference.
+ * Returns 1 if it ran and matched, 0 if the shape does not exist, -1 on a
+ * failure. */
+static int check_one(const gimg_image *im, const gimg_hist_params *p, int replicas, int cluster,
                      const char *what)
 {
     gimg_hist ref;
@@ -90,8 +93,8 @@ static int check_one(const gimg_image *im, const gimg_hist_params *p, int replic
     }
     cudaError_t e = gimg_cuda_hist_shaped(d_img.d_data, d_img.pitch_bytes, im->width,
                                           im->height, im->channels, (int)im->sample, &map,
-                                          d_counts, replicas, 0, g_gpu->stream);
-    if (e == cudaErrorInvalidValue && replicas) {
+                                          d_counts, replicas, 0, cluster, g_gpu->stream);
+    if (e == cudaErrorInvalidValue && (replicas || cluster)) {
         result = 0;  /* no such shape for this histogram */
         goto out;
     }
@@ -173,7 +176,7 @@ static void check_size(int w, int h, int all_params)
                     char what[160];
                     snprintf(what, sizeof what, "%dx%d %d ch %d-bit luma %d, %d bins [%g, %g]",
                              w, h, c, 8 * (int)k_samples[s], luma, p.bins, p.lo, p.hi);
-                    check_one(&im, &p, 0, what);
+                    check_one(&im, &p, 0, 0, what);
                 }
             }
             gimg_image_free(&im);
@@ -231,7 +234,7 @@ static void test_constant(void)
                 if (g_small && i != 0 && i != 1)
                     continue;
                 p.luma = 1;
-                check_one(&im, &p, 0, "constant");
+                check_one(&im, &p, 0, 0, "constant");
             }
             gimg_image_free(&im);
         }
@@ -240,7 +243,8 @@ static void test_constant(void)
 /* Every kernel shape the benchmark may pick, on one image per layout. */
 static void test_forced_shapes(void)
 {
-    static const int replicas[] = {32, 16, 8, 1};
+    static const int replicas[] = {32, 16, 8, 1, GIMG_CUDA_HIST_PAIRS};
+    static const int clusters[] = {8, 3, 1};
     int w = g_small ? 45 : 517, h = g_small ? 13 : 300;
     for (size_t s = 0; s < 3; s++)
         for (int c = 1; c <= 4; c++) {
@@ -250,17 +254,60 @@ static void test_forced_shapes(void)
             gimg_hist_params p;
             for (int i = 0; params_for(k_samples[s], i, &p); i++)
                 for (int luma = 0; luma <= 1; luma++)
-                    for (size_t r = 0; r < 4; r++) {
-                        if (g_small && (i > 0 || luma != (c == 3)))
-                            continue;
-                        p.luma = luma;
-                        char what[160];
-                        snprintf(what, sizeof what, "replicas %d: %d ch %d-bit luma %d, %d bins",
-                                 replicas[r], c, 8 * (int)k_samples[s], luma, p.bins);
-                        check_one(&im, &p, replicas[r], what);
-                    }
+                    for (size_t r = 0; r < 5; r++)
+                        for (size_t k = 0; k < (replicas[r] > 1 ? 1 : 3); k++) {
+                            if (g_small && (i > 0 || luma != (c == 3)))
+                                continue;
+                            const int cluster = replicas[r] > 1 ? 0 : clusters[k];
+                            p.luma = luma;
+                            char what[160];
+                            snprintf(what, sizeof what,
+                                     "replicas %d cluster %d: %d ch %d-bit luma %d, %d bins",
+                                     replicas[r], cluster, c, 8 * (int)k_samples[s], luma, p.bins);
+                            check_one(&im, &p, replicas[r], cluster, what);
+                        }
             gimg_image_free(&im);
         }
+}
+
+/*
+ * The pairs' carries: large flat 16-bit images on which each block counts
+ * far more than 65536 of one slot, so that low halves, high halves and
+ * whole words wrap many times: a value in a low half, one in a high half,
+ * both halves of one word (in random order, lanes disagreeing, and in
+ * alternate runs of 64, whole warps agreeing), and RGB with luma, whose
+ * slots lie in several windows. Clusters of 8, 3 and 1.
+ */
+static void test_pair_carries(void)
+{
+    if (g_small)
+        SKIP("--small");
+    static const int clusters[] = {8, 3, 1};
+    for (int pattern = 0; pattern < 5; pattern++) {
+        const int c = pattern == 4 ? 3 : 1;
+        gimg_image im;
+        CHECK(gimg_image_alloc(&im, 8192, 4096, c, GIMG_U16) == GIMG_OK);
+        uint64_t s = 0x9e3779b97f4a7c15ull + pattern;
+        for (int y = 0; y < im.height; y++) {
+            uint16_t *row = (uint16_t *)gimg_row(&im, y);
+            for (size_t i = 0; i < (size_t)im.width * c; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                const uint16_t pick = (uint16_t)(s >> 63);
+                row[i] = pattern == 0 ? 1000
+                       : pattern == 1 ? 1001
+                       : pattern == 2 ? (uint16_t)(2000 + pick)
+                       : pattern == 3 ? (uint16_t)(2000 + (i / 64) % 2)
+                                      : (uint16_t)(i % 3 == 0 ? 65535 : i % 3 == 1 ? 30001 : 40000);
+            }
+        }
+        gimg_hist_params p = {65536, 0, 65536, c == 3};
+        for (size_t k = 0; k < 3; k++) {
+            char what[120];
+            snprintf(what, sizeof what, "flat pattern %d, cluster %d", pattern, clusters[k]);
+            check_one(&im, &p, GIMG_CUDA_HIST_PAIRS, clusters[k], what);
+        }
+        gimg_image_free(&im);
+    }
 }
 
 static void test_large(void)
@@ -272,14 +319,14 @@ static void test_large(void)
         CHECK(gimg_image_alloc(&im, 8192, 8192, c, GIMG_U8) == GIMG_OK);
         testimg_fill_random(&im, c);
         gimg_hist_params p = {256, 0, 256, c == 3};
-        check_one(&im, &p, 0, "8192x8192 8-bit");
+        check_one(&im, &p, 0, 0, "8192x8192 8-bit");
         gimg_image_free(&im);
     }
     gimg_image im;
     CHECK(gimg_image_alloc(&im, 4096, 4096, 1, GIMG_U16) == GIMG_OK);
     testimg_fill_random(&im, 16);
     gimg_hist_params p = {65536, 0, 65536, 0};
-    check_one(&im, &p, 0, "4096x4096 16-bit, 65536 bins");
+    check_one(&im, &p, 0, 0, "4096x4096 16-bit, 65536 bins");
     gimg_image_free(&im);
 }
 
@@ -333,6 +380,7 @@ int main(int argc, char **argv)
     RUN(test_awkward_sizes);
     RUN(test_constant);
     RUN(test_forced_shapes);
+    RUN(test_pair_carries);
     RUN(test_large);
     RUN(test_public_path);
     gimg_gpu_close(g_gpu);

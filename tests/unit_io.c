@@ -2282,7 +2282,10 @@ static void test_imagemagick(void)
 {
     static const char *const names[] = { "magick", "convert", NULL };
     const char *prog = find_program(names);
-    if (!prog)
+    char cmd[1100];
+    /* A `convert` that is not ImageMagick's (a stand-in) does not count. */
+    snprintf(cmd, sizeof cmd, "'%s' -version 2>/dev/null | grep -q ImageMagick", prog ? prog : "");
+    if (!prog || system(cmd) != 0)
         SKIP("ImageMagick (magick or convert) is not installed");
     char im_prog[1024];
     snprintf(im_prog, sizeof im_prog, "%s", prog);

@@ -132,21 +132,23 @@ static void problem_close(Problem &pr)
     gimg_image_free(&pr.h_img);
 }
 
-static cudaError_t run_ours(const Problem &pr, int set, int replicas, int threads,
-                            cudaStream_t s)
+/* The kernel's shape: replicas, threads per block, blocks a cluster (0: the
+ * launcher's choice). */
+struct Shape { int replicas, threads, cluster; };
+
+static cudaError_t run_ours(const Problem &pr, int set, Shape sh, cudaStream_t s)
 {
     return gimg_cuda_hist_shaped(pr.d_img[set], pr.pitch, pr.h_img.width, pr.h_img.height,
                                  pr.h_img.channels, (int)pr.h_img.sample, &pr.map, pr.d_counts,
-                                 replicas, threads, s);
+                                 sh.replicas, sh.threads, sh.cluster, s);
 }
 
 /* Checks our counters (poisoned first); false if the shape does not exist. */
-static bool validate_ours(const Problem &pr, int replicas, int threads, cudaStream_t s,
-                          const char *what)
+static bool validate_ours(const Problem &pr, Shape sh, cudaStream_t s, const char *what)
 {
     CK(cudaMemsetAsync(pr.d_counts, 0xA5, sizeof(unsigned long long) * pr.n_slots, s));
-    cudaError_t e = run_ours(pr, 0, replicas, threads, s);
-    if (e == cudaErrorInvalidValue && (replicas || threads))
+    cudaError_t e = run_ours(pr, 0, sh, s);
+    if (e == cudaErrorInvalidValue && (sh.replicas || sh.threads || sh.cluster))
         return false;
     CK(e);
     std::vector<unsigned long long> got(pr.n_slots, 0x5A5A5A5A5A5A5A5Aull);
@@ -154,8 +156,8 @@ static bool validate_ours(const Problem &pr, int replicas, int threads, cudaStre
                        cudaMemcpyDeviceToHost, s));
     CK(cudaStreamSynchronize(s));
     if (got != pr.want) {
-        printf("MISMATCH: %s (replicas %d, threads %d) differs from the CPU\n", what, replicas,
-               threads);
+        printf("MISMATCH: %s (replicas %d, threads %d, cluster %d) differs from the CPU\n", what,
+               sh.replicas, sh.threads, sh.cluster);
         exit(1);
     }
     return true;
@@ -301,10 +303,9 @@ struct Npp {
 };
 #endif
 
-static double time_ours(const Problem &pr, int replicas, int threads, cudaStream_t s)
+static double time_ours(const Problem &pr, Shape sh, cudaStream_t s)
 {
-    return median_ms(s, kWarmup, kRuns,
-                     [&](int i) { CK(run_ours(pr, i % kSets, replicas, threads, s)); });
+    return median_ms(s, kWarmup, kRuns, [&](int i) { CK(run_ours(pr, i % kSets, sh, s)); });
 }
 
 static void bench_main(gimg_gpu *g)
@@ -321,7 +322,7 @@ static void bench_main(gimg_gpu *g)
             Problem pr;
             gimg_hist_params p = {256, 0, 256, 0};
             problem_open(pr, kSide, kSide, l.channels, GIMG_U8, p, constant, 42 + l.channels);
-            validate_ours(pr, 0, 0, s, l.name);
+            validate_ours(pr, {0, 0, 0}, s, l.name);
             Cub cub;
             cub.open(pr, s);
             if (!cub.validate(pr, s)) {
@@ -335,7 +336,7 @@ static void bench_main(gimg_gpu *g)
                                    cudaMemcpyDeviceToDevice, s));
             });
             CK(cudaFree(d_copy));
-            const double ms = time_ours(pr, 0, 0, s);
+            const double ms = time_ours(pr, {0, 0, 0}, s);
             const double ms_cub =
                 median_ms(s, kWarmup, kRuns, [&](int i) { CK(cub.run(pr, i % kSets, s)); });
             cub.close();
@@ -392,39 +393,57 @@ static void bench_shapes(gimg_gpu *g)
             printf("%-6s %-8s", l.name, constant ? "constant" : "random");
             for (int r : kReplicas)
                 for (int t : kThreads) {
-                    if (!validate_ours(pr, r, t, g->stream, l.name)) {
+                    if (!validate_ours(pr, {r, t, 0}, g->stream, l.name)) {
                         printf(" %10s", "-");
                         continue;
                     }
-                    printf(" %10.3f", time_ours(pr, r, t, g->stream));
+                    printf(" %10.3f", time_ours(pr, {r, t, 0}, g->stream));
                 }
             printf("\n");
             problem_close(pr);
         }
 }
 
-/* The other paths, validated and timed once each. */
+/* The other paths, validated and timed once each; for the exact 16-bit
+ * histogram also its other shapes: 32-bit windows (replicas 1) against
+ * 16-bit pairs, and clusters of 1 to 8 blocks. */
 static void bench_paths(gimg_gpu *g)
 {
-    struct Case { const char *name; int c; gimg_sample s; gimg_hist_params p; bool constant; };
+    const int P = GIMG_CUDA_HIST_PAIRS;
+    struct Case {
+        const char *name; int c; gimg_sample s; gimg_hist_params p; bool constant; Shape sh;
+    };
     const Case cases[] = {
-        {"gray8 luma", 1, GIMG_U8, {256, 0, 256, 1}, false},
-        {"rgb8 +luma", 3, GIMG_U8, {256, 0, 256, 1}, false},
-        {"rgba8 +luma const", 4, GIMG_U8, {256, 0, 256, 1}, true},
-        {"rgb8 64 bins", 3, GIMG_U8, {64, 0, 256, 0}, false},
-        {"rgb8 100 bins table", 3, GIMG_U8, {100, 10, 250, 0}, false},
-        {"gray16 256 bins", 1, GIMG_U16, {256, 0, 65536, 0}, false},
-        {"gray16 65536 bins", 1, GIMG_U16, {65536, 0, 65536, 0}, false},
-        {"gray16 65536 const", 1, GIMG_U16, {65536, 0, 65536, 0}, true},
-        {"rgb16 65536 bins", 3, GIMG_U16, {65536, 0, 65536, 0}, false},
-        {"rgbf 256 bins", 3, GIMG_F32, {256, 0, 1, 0}, false},
+        {"gray8 luma", 1, GIMG_U8, {256, 0, 256, 1}, false, {}},
+        {"rgb8 +luma", 3, GIMG_U8, {256, 0, 256, 1}, false, {}},
+        {"rgba8 +luma const", 4, GIMG_U8, {256, 0, 256, 1}, true, {}},
+        {"rgb8 64 bins", 3, GIMG_U8, {64, 0, 256, 0}, false, {}},
+        {"rgb8 100 bins table", 3, GIMG_U8, {100, 10, 250, 0}, false, {}},
+        {"gray16 256 bins", 1, GIMG_U16, {256, 0, 65536, 0}, false, {}},
+        {"gray16 65536 bins", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
+        {"gray16 65536 const", 1, GIMG_U16, {65536, 0, 65536, 0}, true, {}},
+        {"gray16 65536 32-bit", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {1, 0, 0}},
+        {"gray16 65536 cluster1", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 1}},
+        {"gray16 65536 cluster2", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 2}},
+        {"gray16 65536 cluster4", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 4}},
+        {"gray16 65536 256 thr", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 256, 0}},
+        {"rgb16 65536 bins", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
+        {"rgb16 65536 32-bit", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {1, 0, 0}},
+        {"rgb16 65536 cluster1", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 1}},
+        {"rgba16 65536 bins", 4, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
+        {"rgba16 65536 pairs", 4, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 0}},
+        {"rgbf 256 bins", 3, GIMG_F32, {256, 0, 1, 0}, false, {}},
     };
     printf("\nOther paths (%dx%d, validated): ms, GB/s read\n", kSide / 2, kSide / 2);
     for (const Case &c : cases) {
         Problem pr;
         problem_open(pr, kSide / 2, kSide / 2, c.c, c.s, c.p, c.constant, 5);
-        validate_ours(pr, 0, 0, g->stream, c.name);
-        const double ms = time_ours(pr, 0, 0, g->stream);
+        if (!validate_ours(pr, c.sh, g->stream, c.name)) {
+            printf("  %-22s (no such shape here)\n", c.name);
+            problem_close(pr);
+            continue;
+        }
+        const double ms = time_ours(pr, c.sh, g->stream);
         printf("  %-22s %8.3f ms %7.0f GB/s\n", c.name, ms, pr.bytes / 1e9 / ms * 1e3);
         problem_close(pr);
     }

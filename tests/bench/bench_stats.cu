@@ -60,7 +60,7 @@ static size_t npp_buffer_size(NppStatus (*f)(NppiSize, T *, NppStreamContext), N
 static gimg_cuda_hist_map exact_map(gimg_sample s)
 {
     gimg_cuda_hist_map m = {};
-    m.mode = s == GIMG_U8 ? GIMG_CUDA_HIST_IDENT : GIMG_CUDA_HIST_SHIFT;
+    m.mode = GIMG_CUDA_HIST_IDENT;
     m.bins = s == GIMG_U8 ? 256 : 65536;
     m.hi = m.bins;
     return m;
