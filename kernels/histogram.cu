@@ -8,8 +8,9 @@
  * Output: (channels + luma) x (bins + 3) 64-bit counters, the bins then the
  * below / above / NaN slots (lib/hist_internal.h), summed with atomics.
  *
- * Work: every byte of the image is read once; per sample a slot is found
- * (a byte extract for the default 8-bit histogram, a shift, a table or the
+ * Work: every byte of the image is read once (for the largest histograms
+ * once per window, from L2 after the first: see below); per sample a slot
+ * is found (a byte extract for the default 8-bit histogram, a shift, a table or the
  * double-precision formula of gimg_hist_slot_of for float) and one shared-
  * memory counter is incremented. Nothing is written but the counters, so
  * the ceiling is the device's read bandwidth, about the copy's rate
@@ -201,17 +202,6 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
             atomicAdd(g + (k | 1), 65536ull);
     };
 
-    /* Adds len to window slot k of channel c. */
-    auto add_to = [&](int c, int k, uint32_t len) {
-        if constexpr (PAIRS) {
-            const int shift = (k & 1) * 16;
-            const uint32_t old = atomicAdd(s_hist + (((c - c0) * K + k) >> 1), len << shift);
-            if (((old >> shift) & 0xffffu) + len > 0xffffu)
-                carried(c, k, len, old, shift);
-        } else {
-            atomicAdd(s_hist + (c - c0) * K + k, len);
-        }
-    };
     /* The windowed paths count runs: each thread holds, per channel, a
      * slot and how many samples in a row fell in it (k << 15 | len, len <
      * 2^15), and adds them at once when another slot comes: a flat area
@@ -222,9 +212,20 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
 #pragma unroll
     for (int c = 0; c < CL; c++)
         run[c] = 0;  /* slot 0, length 0 */
+    /* Adds channel c's run to its shared counter. */
     auto flush = [&](int c) {
-        if (run[c] & kRunCap)
-            add_to(c, (int)(run[c] >> 15), run[c] & kRunCap);
+        const int k = (int)(run[c] >> 15);
+        const uint32_t len = run[c] & kRunCap;
+        if (!len)
+            return;
+        if constexpr (PAIRS) {
+            const int shift = (k & 1) * 16;
+            const uint32_t old = atomicAdd(s_hist + (((c - c0) * K + k) >> 1), len << shift);
+            if (((old >> shift) & 0xffffu) + len > 0xffffu)
+                carried(c, k, len, old, shift);
+        } else {
+            atomicAdd(s_hist + (c - c0) * K + k, len);
+        }
     };
 
     /* Adds one to channel c's slot. */
@@ -607,10 +608,12 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
             windows = (cl + cpw - 1) / cpw;
             smem = cpw * channel_bytes;
         } else {
-            size_t fit = (size_t)lim.smem_max / (slot_bytes * cl);
-            fit &= replicas == kPairs ? ~(size_t)1 : ~(size_t)0;
-            window = (int)fit;
-            windows = window > 0 ? (n_slots + window - 1) / window : 0;
+            window = (int)((size_t)lim.smem_max / (slot_bytes * cl));
+            if (replicas == kPairs)
+                window &= ~1;
+            if (window < 1)
+                return cudaErrorInvalidValue;
+            windows = (n_slots + window - 1) / window;
             smem = (size_t)cl * window * slot_bytes;
         }
         if (cluster == 0)
@@ -621,7 +624,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
             return cudaErrorInvalidValue;  /* a few hundred slots: no merge to share */
         cluster = 1;
     }
-    if (smem > (size_t)lim.smem_max || window < 1 || (cluster > 1 && lim.cc_major < 9))
+    if (smem > (size_t)lim.smem_max || (cluster > 1 && lim.cc_major < 9))
         return cudaErrorInvalidValue;
 
     kernel_fn k = sample_bytes == 1 ? pick_channels<uint8_t>(channels, map->luma, map->mode, replicas)

@@ -33,6 +33,7 @@
 static int g_small;
 static gimg_gpu *g_gpu;
 static const gimg_sample k_samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+static const int k_clusters[] = {8, 3, 1};  /* blocks a cluster, forced (windowed paths) */
 
 /* The reference's counters as the kernel lays them out: rows of bins + 3. */
 static unsigned long long *ref_slots(const gimg_hist *h)
@@ -244,7 +245,6 @@ static void test_constant(void)
 static void test_forced_shapes(void)
 {
     static const int replicas[] = {32, 16, 8, 1, GIMG_CUDA_HIST_PAIRS};
-    static const int clusters[] = {8, 3, 1};
     int w = g_small ? 45 : 517, h = g_small ? 13 : 300;
     for (size_t s = 0; s < 3; s++)
         for (int c = 1; c <= 4; c++) {
@@ -259,9 +259,9 @@ static void test_forced_shapes(void)
                             /* compute-sanitizer runs: one cluster size, 3 (uneven shares);
                              * the other tests take the automatic 8. */
                             if (g_small && (i > 0 || luma != (c == 3) ||
-                                            (replicas[r] <= 1 && clusters[k] != 3)))
+                                            (replicas[r] <= 1 && k_clusters[k] != 3)))
                                 continue;
-                            const int cluster = replicas[r] > 1 ? 0 : clusters[k];
+                            const int cluster = replicas[r] > 1 ? 0 : k_clusters[k];
                             p.luma = luma;
                             char what[160];
                             snprintf(what, sizeof what,
@@ -285,7 +285,6 @@ static void test_pair_carries(void)
 {
     if (g_small)
         SKIP("--small");
-    static const int clusters[] = {8, 3, 1};
     for (int pattern = 0; pattern < 5; pattern++) {
         const int c = pattern == 4 ? 3 : 1;
         gimg_image im;
@@ -306,8 +305,8 @@ static void test_pair_carries(void)
         gimg_hist_params p = {65536, 0, 65536, c == 3};
         for (size_t k = 0; k < 3; k++) {
             char what[120];
-            snprintf(what, sizeof what, "flat pattern %d, cluster %d", pattern, clusters[k]);
-            check_one(&im, &p, GIMG_CUDA_HIST_PAIRS, clusters[k], what);
+            snprintf(what, sizeof what, "flat pattern %d, cluster %d", pattern, k_clusters[k]);
+            check_one(&im, &p, GIMG_CUDA_HIST_PAIRS, k_clusters[k], what);
         }
         gimg_image_free(&im);
     }
