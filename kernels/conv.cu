@@ -27,16 +27,17 @@
  *    pass's halo rows, memory-bound like 3x3.
  *
  * Measured (bench_conv, H100 80GB HBM3; versions 1-3 in the older
- * planar design below, 4-5 the interleaved paths):
+ * planar design below, 4-5 the interleaved paths, 6-7 the register
+ * windows that now serve 3x3 and 5x5 on 8-bit images):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
- *     3x3          0.354   1136   0.39    10224   15.3   0.357   1.01x
- *     5x5          0.495    813   0.28    20325   30.4   0.581   1.17x
+ *     3x3          0.185   2176   0.76    19583   29.3   0.354   1.91x
+ *     5x5          0.373   1080   0.38    27004   40.4   0.576   1.54x
  *     11x11        2.495    161   0.06    19527   29.2   4.527   1.81x
  *     31x31       12.900     31   0.01    29996   44.8  33.397   2.59x
  *     gauss r5     0.828    486   0.17    10699   16.0   1.611   1.95x  (fused)
  *     gauss r15    2.775    145   0.05     8996   13.4   2.982   1.07x  (fused)
- * Short of the targets (3x3 at 60% of a copy and 2x NPP everywhere, 50%
- * of the FMA peak for large kernels). Versions: (1) planar tiles, 2 rows x
+ * 3x3 meets 60% of a copy; short of 2x NPP everywhere but 31x31, and of
+ * 50% of the FMA peak for large kernels. Versions: (1) planar tiles, 2 rows x
  * 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows,
  * 16-byte reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more
  * loads in flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels were
@@ -45,13 +46,18 @@
  * tiles for odd kernels up to 7 wide and for the separable pass (below):
  * 3x3 0.36 ms, 5x5 0.50, gauss r5 0.94, r15 3.27 (now fused, beating two
  * passes' 3.9). (5) 16-byte loads for 8-bit, registers capped for six
- * blocks per SM: r5 0.83, r15 2.74, 3x3 unchanged. The 5x5 minus 3x3 time
- * runs at 88% of the FMA peak, so the small kernels are not arithmetic-
- * bound: about 0.3 ms of load, convert and store do not overlap the FMAs
- * (each block loads, then computes, then stores). The next step is to
- * prefetch the next tile's rows into registers while computing this one
- * (a block walking down a column of tiles), and to move 11x11 and larger
- * kernels onto the interleaved layout with a kx-chunked register window.
+ * blocks per SM: r5 0.83, r15 2.74, 3x3 unchanged: each block loads, then
+ * computes, then stores, and about 0.3 ms of that did not overlap the
+ * FMAs. (6) 8-bit 3x3 and 5x5 in register windows (dense_rw_kernel): a
+ * warp walks down rows with its loads K rows ahead, no shared memory or
+ * barriers: 3x3 0.347, 5x5 0.828 — the lanes at the image's edges mapped
+ * every sample through the border inside the walk, and their warps, 20 to
+ * 30 times slower, held the SMs. (7) those samples moved to a kernel of
+ * their own, conversions by the exponent trick and one saturating
+ * cvt, 5x5 at three blocks per SM, 3x3 prefetching a row further into L2:
+ * 3x3 0.185 (ncu: 73% issue-active, 299 warp instructions a warp-row of
+ * which 144 FMAs), 5x5 0.373. Next: 11x11 and larger on the interleaved
+ * layout with a kx-chunked register window.
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
@@ -67,6 +73,8 @@
  *  - Odd kernels up to 7 wide (the memory-bound sizes) and the separable
  *    pass work on interleaved rows instead (see "interleaved row tiles"
  *    below): no plane split, one 4-, 8- or 16-byte load or store a lane.
+ *    On 8-bit images, 3x3 and 5x5 go further: register windows (below),
+ *    where each input row is loaded once and never staged.
  *    What follows describes the planar path that serves the other sizes.
  *  - Register blocking: each thread computes 8 consecutive pixels of one
  *    channel on 4 consecutive rows. Each shared row it loads (16 floats per
@@ -89,6 +97,7 @@
  */
 #include "conv.h"
 
+#include <climits>
 #include <stdint.h>
 #include <type_traits>
 
@@ -616,6 +625,240 @@ template <typename Tin, int C, int KW> constexpr size_t dense_il_smem(int kh)
  * the planar path, which slices its tap rows. */
 constexpr size_t kIlSmemMax = 48 * 1024;
 
+/* ------------------------------------------------ 8-bit register windows */
+
+/*
+ * 3x3 and 5x5 kernels on 8-bit images (the memory-bound sizes of the most
+ * common sample type): no shared memory and no barriers. A warp owns a
+ * segment of 512 samples of a row (16 a lane, one 16-byte load) and walks
+ * down kRwRows output rows. Each input row is loaded once, K rows ahead
+ * of its use (a ring of K loads in flight a lane), widened in registers,
+ * its horizontal halo taken from the neighbouring lanes by shuffles (the
+ * warp's two outer lanes load theirs), and applied to the K output rows
+ * that use it: a ring of K rows of 16 sums a lane, each sum receiving its
+ * taps in row-major order, as the CPU applies them. After input row j,
+ * output row j - K + 1 is complete and is stored (one 16-byte store).
+ * Bytes widen by the float exponent trick (a byte placed under 2^23's
+ * exponent, then one subtraction: exact, two full-rate instructions, where
+ * a conversion runs at an eighth of the FMA rate), and sums narrow by one
+ * saturating conversion (it replaces a clamp, a round and a conversion).
+ * Rows outside the image map through the border as they are loaded. Lanes
+ * whose window crosses the left or right edge store nothing:
+ * rw_edge_kernel computes those samples one by one, so that the walk has
+ * no per-sample border path (with one, the edge warps ran 20-30 times
+ * slower than the others and held 3x3 at 0.35 ms instead of 0.19).
+ */
+constexpr int kRwRows = 32;     /* output rows a warp walks down */
+constexpr int kRwThreads = 128; /* 4 warps, side by side along the row */
+
+/* Byte b (0-3) of w as a float: exact. */
+__device__ __forceinline__ float byte_to_f(uint32_t w, int b)
+{
+    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + b)), 8388608.0f);
+}
+/* v rounded to nearest even and clamped to [0, 255], NaN to 0: from_f's
+ * result, in one saturating conversion. */
+__device__ __forceinline__ uint32_t f_to_byte(float v)
+{
+    uint32_t r;
+    asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+
+/* Whether the lane at sample x has a window that crosses an edge. */
+template <int C, int K> __host__ __device__ constexpr bool rw_edge(int x, int n)
+{
+    return x - K / 2 * C < 0 || x + 16 + K / 2 * C > n;
+}
+
+template <int C, int K>
+__global__ void __launch_bounds__(kRwThreads, K == 3 ? 4 : 3)
+dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
+                size_t out_pitch, int W, int H, int border, int tap_offset, Epi e)
+{
+    constexpr int R = K / 2, RC = R * C;
+    constexpr int HW = (RC + 3) / 4;  /* halo words each side */
+    constexpr int NB = 16 + 8 * HW;    /* window bytes, from x - 4 * HW */
+    constexpr int OFF = 4 * HW - RC;   /* first tap's sample in the window */
+    const int lane = threadIdx.x % 32;
+    const int n = W * C;
+    const int x = 16 * (int)(blockIdx.x * kRwThreads + threadIdx.x);
+    const int y0 = blockIdx.y * kRwRows;
+    const int rows_out = min(kRwRows, H - y0);
+    const bool edge = rw_edge<C, K>(x, n);
+    /* Scale 1, bias 0 and no |v|: finish would at most turn -0 into +0,
+     * which the conversion maps alike, so it is skipped. */
+    const bool plain = !e.absolute && e.scale == 1.0f && e.bias == 0.0f;
+    /* Output bytes that are alpha, when alpha is copied. */
+    uint4 alpha_mask = make_uint4(0, 0, 0, 0);
+    if (e.keep_alpha) {
+        uint32_t m[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            if ((x + i) % C == C - 1)
+                m[i / 4] |= 0xffu << (8 * (i % 4));
+        alpha_mask = make_uint4(m[0], m[1], m[2], m[3]);
+    }
+
+    /* The ring of loads: row j of the walk is image row y0 - R + j. The
+     * outer lanes also load the words beyond the segment: lane 0 those on
+     * its left, lane 31 those on its right (HW == 1: one, in .x). */
+    uint4 ring[K];
+    uint2 extra[K];
+    const bool own = x < n, outer = !edge && (lane == 0 || lane == 31);
+    const int extra_x = lane == 0 ? x - 4 * HW : x + 16;
+    auto issue = [&](int j, uint4 &v, uint2 &ex) {
+        const int gy = border_index(y0 - R + j, H, border);
+        const unsigned char *row = in + (size_t)(gy < 0 ? 0 : gy) * in_pitch;
+        v = make_uint4(0, 0, 0, 0);
+        if (gy >= 0 && own)
+            v = *reinterpret_cast<const uint4 *>(row + x);
+        if (gy >= 0 && outer)
+            ex = HW == 1 ? make_uint2(*reinterpret_cast<const uint32_t *>(row + extra_x), 0)
+                         : *reinterpret_cast<const uint2 *>(row + extra_x);
+        else
+            ex = make_uint2(0, 0);
+        /* 3x3: row j + K into L2 ahead of its load, a lane a 128-byte
+         * line (measured: 0.194 -> 0.185 ms; 5x5 0.373 -> 0.387 with it). */
+        const int py = y0 - R + j + K;
+        if (K == 3 && own && lane % 8 == 0 && py >= 0 && py < H)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(in + (size_t)py * in_pitch + x));
+    };
+#pragma unroll
+    for (int u = 0; u < K; u++)
+        issue(u, ring[u], extra[u]);
+
+    float acc[K][16];
+    const int rows_in = rows_out + K - 1;
+    unsigned char *dst = out + (size_t)y0 * out_pitch + x; /* output row o */
+    for (int j0 = 0; j0 < rows_in; j0 += K) {
+#pragma unroll
+        for (int u = 0; u < K; u++) {
+            const int j = j0 + u;
+            if (j >= rows_in)
+                break;
+            /* The window's words: HW left, 4 own, HW right. */
+            const uint4 v = ring[u];
+            uint32_t wd[4 + 2 * HW];
+            wd[HW] = v.x, wd[HW + 1] = v.y, wd[HW + 2] = v.z, wd[HW + 3] = v.w;
+            const uint32_t l1 = __shfl_up_sync(0xffffffffu, v.w, 1), r0 = __shfl_down_sync(0xffffffffu, v.x, 1);
+            wd[HW - 1] = lane == 0 ? (HW == 1 ? extra[u].x : extra[u].y) : l1;
+            wd[HW + 4] = lane == 31 ? extra[u].x : r0;
+            if constexpr (HW == 2) {
+                const uint32_t l0 = __shfl_up_sync(0xffffffffu, v.z, 1), r1 = __shfl_down_sync(0xffffffffu, v.y, 1);
+                wd[0] = lane == 0 ? extra[u].x : l0;
+                wd[7] = lane == 31 ? extra[u].y : r1;
+            }
+            /* The next load into this slot, K rows ahead. */
+            if (j + K < rows_in)
+                issue(j + K, ring[u], extra[u]);
+            float w[NB];
+#pragma unroll
+            for (int b = OFF; b < NB - OFF; b++)
+                w[b] = byte_to_f(wd[b / 4], b % 4);
+            /* Output row j - ky takes tap row ky; row j starts from 0. */
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                acc[u][i] = 0.0f;
+#pragma unroll
+            for (int ky = 0; ky < K; ky++) {
+                float (&a)[16] = acc[(u - ky + K) % K];
+#pragma unroll
+                for (int kx = 0; kx < K; kx++) {
+                    const float t = c_taps[tap_offset + ky * K + kx];
+#pragma unroll
+                    for (int i = 0; i < 16; i++)
+                        a[i] = __fmaf_rn(t, w[OFF + kx * C + i], a[i]);
+                }
+            }
+            /* Output row j - K + 1 is complete. */
+            const int o = j - K + 1;
+            if (o < 0 || edge)
+                continue;
+            const float (&a)[16] = acc[(u + 1) % K];
+            uint32_t q[16];
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                q[i] = f_to_byte(plain ? a[i] : finish(a[i], e));
+            uint4 r;
+            r.x = __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
+            r.y = __byte_perm(__byte_perm(q[4], q[5], 0x0040), __byte_perm(q[6], q[7], 0x0040), 0x5410);
+            r.z = __byte_perm(__byte_perm(q[8], q[9], 0x0040), __byte_perm(q[10], q[11], 0x0040), 0x5410);
+            r.w = __byte_perm(__byte_perm(q[12], q[13], 0x0040), __byte_perm(q[14], q[15], 0x0040), 0x5410);
+            if (e.keep_alpha) {
+                const uint4 al = *reinterpret_cast<const uint4 *>(
+                    static_cast<const unsigned char *>(e.alpha_src.data) + (size_t)(y0 + o) * e.alpha_src.pitch + x);
+                r.x = (r.x & ~alpha_mask.x) | (al.x & alpha_mask.x);
+                r.y = (r.y & ~alpha_mask.y) | (al.y & alpha_mask.y);
+                r.z = (r.z & ~alpha_mask.z) | (al.z & alpha_mask.z);
+                r.w = (r.w & ~alpha_mask.w) | (al.w & alpha_mask.w);
+            }
+            *reinterpret_cast<uint4 *>(dst) = r;
+            dst += out_pitch;
+        }
+    }
+}
+
+/*
+ * The samples dense_rw_kernel leaves to its edge lanes: for each row, the
+ * first lane's 16 samples and the last lanes' (those whose window crosses
+ * the right edge), one thread a sample, every tap through the border, in
+ * the same order and with the same epilogue.
+ */
+template <int C, int K>
+__global__ void rw_edge_kernel(const unsigned char *__restrict__ in, size_t in_pitch,
+                               unsigned char *__restrict__ out, size_t out_pitch, int W, int H,
+                               int border, int tap_offset, Epi e, int right0)
+{
+    constexpr int R = K / 2;
+    const int n = W * C;
+    /* Samples [0, 16) and [right0, n), the first clipped to the image. */
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    const int left = min(16, right0);
+    if (s >= left)
+        s += right0 - left;
+    if (s >= n)
+        return;
+    for (int y = blockIdx.y; y < H; y += gridDim.y) {
+        float acc = 0.0f;
+        for (int ky = 0; ky < K; ky++) {
+            const int gy = border_index(y - R + ky, H, border);
+            const uint8_t *row = in + (size_t)(gy < 0 ? 0 : gy) * in_pitch;
+            for (int kx = 0; kx < K; kx++) {
+                const float v = gy < 0 ? 0.0f : (float)sample_at<uint8_t, C>(row, s + (kx - R) * C, W, border);
+                acc = __fmaf_rn(c_taps[tap_offset + ky * K + kx], v, acc);
+            }
+        }
+        uint8_t r = (uint8_t)f_to_byte(finish(acc, e));
+        if (e.keep_alpha && s % C == C - 1)
+            r = static_cast<const uint8_t *>(e.alpha_src.data)[(size_t)y * e.alpha_src.pitch + s];
+        out[(size_t)y * out_pitch + s] = r;
+    }
+}
+
+template <int C, int K>
+cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
+                            int border, int tap_offset, const Epi &e, cudaStream_t stream)
+{
+    const long long n = (long long)W * C, lanes = (n + 15) / 16;
+    const long long blocks_x = (lanes + kRwThreads - 1) / kRwThreads;
+    const dim3 grid((unsigned)blocks_x, (unsigned)((H + kRwRows - 1) / kRwRows));
+    if (grid.y > 65535 || blocks_x > INT_MAX / (16 * kRwThreads))
+        return cudaErrorInvalidValue;
+    const unsigned char *d_in = static_cast<const unsigned char *>(in.data);
+    unsigned char *d_out = static_cast<unsigned char *>(out.data);
+    dense_rw_kernel<C, K><<<grid, kRwThreads, 0, stream>>>(d_in, in.pitch, d_out, out.pitch, W, H,
+                                                           border, tap_offset, e);
+    /* The first lane from the right whose window crosses the edge. */
+    int right0 = (int)(lanes - 1) * 16;
+    while (right0 >= 16 && rw_edge<C, K>(right0 - 16, (int)n))
+        right0 -= 16;
+    const int edge_samples = min(16, right0) + ((int)n - right0);
+    rw_edge_kernel<C, K><<<dim3((edge_samples + 63) / 64, min(H, 65535)), 64, 0, stream>>>(
+        d_in, in.pitch, d_out, out.pitch, W, H, border, tap_offset, e, right0);
+    return cudaGetLastError();
+}
+
 /*
  * Separable kernels in one pass: the tile with its halo, then the row pass
  * (row taps at constant offset 0) for all kIH + kh - 1 rows into s_tmp,
@@ -931,6 +1174,11 @@ struct dense_op : conv_args {
         /* Small odd kernels, centred: the interleaved path (same type in
          * and out, or float to raw float, the combinations single kernels
          * and alpha-premultiplied ones use). */
+        if constexpr (sizeof(Tin) == 1 && std::is_same<Tin, Tout>::value && !RAW) {
+            if (kw == kh && (kw == 3 || kw == 5) && ax == kw / 2 && ay == kh / 2)
+                return kw == 3 ? launch_dense_rw<C, 3>(in, out, W, H, border, tap_offset, e, stream)
+                               : launch_dense_rw<C, 5>(in, out, W, H, border, tap_offset, e, stream);
+        }
         if constexpr ((std::is_same<Tin, Tout>::value && !RAW) || (sizeof(Tin) == 4 && RAW)) {
             if (kw % 2 == 1 && kw <= 7 && ax == kw / 2 && dense_il_smem<Tin, C, 7>(kh) <= kIlSmemMax) {
                 switch (kw) {
