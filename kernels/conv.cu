@@ -30,8 +30,8 @@
  * planar design below, 4-5 the interleaved paths, 6-7 the register
  * windows that now serve 3x3 and 5x5 on 8-bit images):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
- *     3x3          0.185   2176   0.76    19583   29.3   0.354   1.91x
- *     5x5          0.373   1080   0.38    27004   40.4   0.576   1.54x
+ *     3x3          0.186   2163   0.75    19471   29.1   0.358   1.92x
+ *     5x5          0.369   1090   0.38    27248   40.7   0.581   1.57x
  *     11x11        2.495    161   0.06    19527   29.2   4.527   1.81x
  *     31x31       12.900     31   0.01    29996   44.8  33.397   2.59x
  *     gauss r5     0.828    486   0.17    10699   16.0   1.611   1.95x  (fused)
