@@ -177,8 +177,8 @@ static void check_size(int w, int h, int all_params)
                 if (!all_params && i > 0 && i != 3)
                     continue;
                 /* compute-sanitizer runs: the default and the windowed path;
-                 * 65536 bins only with luma on RGB, as racecheck spent
-                 * minutes on their launches here. */
+                 * 65536 bins with one luma setting a layout (on for RGB, off
+                 * for the others), as racecheck spent minutes on them here. */
                 if (g_small && !all_params && i == 3 && k_samples[s] == GIMG_U8)
                     continue;
                 for (int luma = 0; luma <= 1; luma++) {
