@@ -149,19 +149,36 @@ __device__ __forceinline__ float to_f(uint8_t v) { return (float)v; }
 __device__ __forceinline__ float to_f(uint16_t v) { return (float)v; }
 __device__ __forceinline__ float to_f(float v) { return v; }
 
-__device__ __forceinline__ float clamp_to(float v, float max)
+/* Byte b (0-3) of w as a float, exact: the byte as the low mantissa bits
+ * of 2^23, minus 2^23 (two full-rate instructions, no conversion). */
+__device__ __forceinline__ float byte_to_f(uint32_t w, int b)
 {
-    v = v > 0.0f ? v : 0.0f;
-    return v < max ? v : max;
+    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + b)), 8388608.0f);
+}
+/* v rounded to nearest even and clamped to [0, 255], NaN to 0 (as the CPU
+ * reference rounds), in one saturating conversion; 32 bits wide, so that
+ * packing bytes needs no masks. */
+__device__ __forceinline__ uint32_t f_to_byte(float v)
+{
+    uint32_t r;
+    asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+/* The same for [0, 65535]. */
+__device__ __forceinline__ uint32_t f_to_u16(float v)
+{
+    uint32_t r;
+    asm("cvt.rni.sat.u16.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
 }
 template <typename T> __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float v)
 {
-    return (uint8_t)rintf(clamp_to(v, 255.0f));
+    return (uint8_t)f_to_byte(v);
 }
 template <> __device__ __forceinline__ uint16_t from_f<uint16_t>(float v)
 {
-    return (uint16_t)rintf(clamp_to(v, 65535.0f));
+    return (uint16_t)f_to_u16(v);
 }
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 
@@ -407,9 +424,8 @@ __device__ __forceinline__ void widen16(const vec16<uint8_t> &r, float *s)
     const uint32_t w[4] = {r.u.x, r.u.y, r.u.z, r.u.w};
 #pragma unroll
     for (int k = 0; k < 4; k++)
-        *reinterpret_cast<float4 *>(s + 4 * k) =
-            make_float4((float)(w[k] & 255u), (float)((w[k] >> 8) & 255u),
-                        (float)((w[k] >> 16) & 255u), (float)(w[k] >> 24));
+        *reinterpret_cast<float4 *>(s + 4 * k) = make_float4(
+            byte_to_f(w[k], 0), byte_to_f(w[k], 1), byte_to_f(w[k], 2), byte_to_f(w[k], 3));
 }
 __device__ __forceinline__ void widen16(const vec16<uint16_t> &r, float *s)
 {
@@ -427,16 +443,13 @@ __device__ __forceinline__ void widen16(const vec16<float> &r, float *s)
 
 __device__ __forceinline__ void store4(uint8_t *p, const float (&v)[4])
 {
-    *reinterpret_cast<uint32_t *>(p) = (uint32_t)from_f<uint8_t>(v[0]) |
-                                       (uint32_t)from_f<uint8_t>(v[1]) << 8 |
-                                       (uint32_t)from_f<uint8_t>(v[2]) << 16 |
-                                       (uint32_t)from_f<uint8_t>(v[3]) << 24;
+    *reinterpret_cast<uint32_t *>(p) = f_to_byte(v[0]) | f_to_byte(v[1]) << 8 |
+                                       f_to_byte(v[2]) << 16 | f_to_byte(v[3]) << 24;
 }
 __device__ __forceinline__ void store4(uint16_t *p, const float (&v)[4])
 {
     *reinterpret_cast<uint2 *>(p) =
-        make_uint2((uint32_t)from_f<uint16_t>(v[0]) | (uint32_t)from_f<uint16_t>(v[1]) << 16,
-                   (uint32_t)from_f<uint16_t>(v[2]) | (uint32_t)from_f<uint16_t>(v[3]) << 16);
+        make_uint2(f_to_u16(v[0]) | f_to_u16(v[1]) << 16, f_to_u16(v[2]) | f_to_u16(v[3]) << 16);
 }
 __device__ __forceinline__ void store4(float *p, const float (&v)[4])
 {
@@ -650,20 +663,6 @@ constexpr size_t kIlSmemMax = 48 * 1024;
  */
 constexpr int kRwRows = 32;     /* output rows a warp walks down */
 constexpr int kRwThreads = 128; /* 4 warps, side by side along the row */
-
-/* Byte b (0-3) of w as a float: exact. */
-__device__ __forceinline__ float byte_to_f(uint32_t w, int b)
-{
-    return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + b)), 8388608.0f);
-}
-/* v rounded to nearest even and clamped to [0, 255], NaN to 0: from_f's
- * result, in one saturating conversion. */
-__device__ __forceinline__ uint32_t f_to_byte(float v)
-{
-    uint32_t r;
-    asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return r;
-}
 
 /* Whether the lane at sample x has a window that crosses an edge. */
 template <int C, int K> __host__ __device__ constexpr bool rw_edge(int x, int n)

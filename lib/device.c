@@ -235,13 +235,16 @@ static void wait_for(gimg_ctx *ctx, const int *flag)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-/* The calling thread's lane, its GPU made current; lanes alternate GPUs. */
+/* The GPU of the calling thread's lane: lanes alternate GPUs. */
+static gpu_slot *lane_slot(gimg_ctx *ctx) { return &ctx->gpu[t_lane % ctx->n_gpus]; }
+
+/* The calling thread's lane, its GPU made current. */
 static gimg_status lane_gpu(gimg_ctx *ctx, gpu_slot **slot, gimg_gpu **g)
 {
     wait_for(ctx, &ctx->done);
     if (ctx->init_status)
         return gimg_fail(ctx->init_status, "%s", ctx->init_error);
-    *slot = &ctx->gpu[t_lane % ctx->n_gpus];
+    *slot = lane_slot(ctx);
     *g = (*slot)->lane[t_lane / ctx->n_gpus % LANES_PER_GPU];
     return gimg_gpu_bind(*g);
 }
@@ -335,7 +338,7 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
 #ifdef GIMG_HAVE_CUDA
     pthread_mutex_lock(&ctx->lock);
     if (ctx->n_gpus > 0) {
-        gpu_slot *slot = &ctx->gpu[t_lane % ctx->n_gpus];
+        gpu_slot *slot = lane_slot(ctx);
         ctx->ran_gpu -= ctx->ran_gpu > 0;
         slot->ran -= slot->ran > 0;
     }

@@ -34,14 +34,15 @@ typedef struct {
 
 typedef struct {
     char name[96];      /* how messages name the input */
-    char *output[GIMG_DRIVER_IMAGES]; /* the outputs' paths: j->out[k].names'
-                           for file inputs, the item's own for a stream's */
     const char *failed_on; /* the output whose writing failed, or NULL */
     gimg_image in;
     char *report;       /* report tools: the text, from open_memstream */
     size_t report_len;
     gimg_driver_item info; /* what the callbacks know of it; its images are
-                              the outputs (a transform's: image[0]) */
+                              the outputs (a transform's: image[0]); its
+                              output paths are j->out[k].names' for file
+                              inputs, the item's own (freed with it) for a
+                              stream's */
 } item;
 
 static void add_ms(job *j, gimg_timer t, double ms)
@@ -215,9 +216,12 @@ static gimg_status load(void *user, int i, void **state)
             it->info.single = 1;
         }
         /* A name refused now would be refused for every image after. */
-        for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
-            if (j->out[k].o.spec && (st = output_of(j, k, "-", i, &it->output[k])))
+        for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
+            char *path = NULL;
+            if (j->out[k].o.spec && (st = output_of(j, k, "-", i, &path)))
                 j->stream_over = 1;
+            it->info.output[k] = path;
+        }
     } else {
         const char *path = j->inputs[i];
         it->info.single = j->n_inputs == 1;
@@ -227,12 +231,10 @@ static gimg_status load(void *user, int i, void **state)
         st = decode_file(j, path, it->name, &it->in);
         for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
             if (j->out[k].names)
-                it->output[k] = j->out[k].names[i];
+                it->info.output[k] = j->out[k].names[i];
     }
-    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
-        it->info.output[k] = it->output[k];
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
         it->info.write[k] = j->c->write;
-    }
     add_ms(j, GIMG_T_DECODE, gimg_now_ms() - t0);
     return st;
 }
@@ -289,7 +291,7 @@ static gimg_status store(void *user, int i, void *state)
     gimg_status st = GIMG_OK;
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
         gimg_image *im = &it->info.image[k];
-        const char *path = it->output[k];
+        const char *path = it->info.output[k];
         if (!im->data || !path)
             continue;
         if (strcmp(path, "-") != 0)
@@ -368,7 +370,7 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
         for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
             gimg_image_free(&it->info.image[k]);
             if (!j->out[k].names)
-                free(it->output[k]);
+                free((char *)it->info.output[k]);
         }
         free(it);
     }
