@@ -145,12 +145,19 @@ __device__ __forceinline__ int border_index(int p, int n, int b)
     }
 }
 
-__device__ __forceinline__ float to_f(uint8_t v) { return (float)v; }
-__device__ __forceinline__ float to_f(uint16_t v) { return (float)v; }
+/* An integer sample as a float, exact: placed as the low mantissa bits of
+ * 2^23, minus 2^23 (two full-rate instructions, where a conversion runs at
+ * an eighth of the FMA rate). */
+__device__ __forceinline__ float to_f(uint32_t v)
+{
+    return __fsub_rn(__uint_as_float(0x4B000000u | v), 8388608.0f);
+}
+__device__ __forceinline__ float to_f(uint8_t v) { return to_f((uint32_t)v); }
+__device__ __forceinline__ float to_f(uint16_t v) { return to_f((uint32_t)v); }
 __device__ __forceinline__ float to_f(float v) { return v; }
 
-/* Byte b (0-3) of w as a float, exact: the byte as the low mantissa bits
- * of 2^23, minus 2^23 (two full-rate instructions, no conversion). */
+/* Byte b (0-3) of w as a float, exact, as to_f: the byte permute places it
+ * under 2^23's exponent. */
 __device__ __forceinline__ float byte_to_f(uint32_t w, int b)
 {
     return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + b)), 8388608.0f);
@@ -183,6 +190,14 @@ template <> __device__ __forceinline__ uint16_t from_f<uint16_t>(float v)
 template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
 
 template <typename T> __host__ __device__ constexpr float alpha_max() { return sizeof(T) == 1 ? 255.0f : sizeof(T) == 2 ? 65535.0f : 1.0f; }
+
+/* One tap on one sum, or on four sums of four samples. */
+__device__ __forceinline__ float fma4(float t, float v, float a) { return __fmaf_rn(t, v, a); }
+__device__ __forceinline__ float4 fma4(float t, const float4 &v, const float4 &a)
+{
+    return make_float4(__fmaf_rn(t, v.x, a.x), __fmaf_rn(t, v.y, a.y), __fmaf_rn(t, v.z, a.z),
+                       __fmaf_rn(t, v.w, a.w));
+}
 
 __device__ __forceinline__ float finish(float v, const Epi &e)
 {
@@ -436,10 +451,6 @@ __device__ __forceinline__ void widen16(const vec16<uint16_t> &r, float *s)
             make_float4((float)(w[2 * k] & 0xffffu), (float)(w[2 * k] >> 16),
                         (float)(w[2 * k + 1] & 0xffffu), (float)(w[2 * k + 1] >> 16));
 }
-__device__ __forceinline__ void widen16(const vec16<float> &r, float *s)
-{
-    *reinterpret_cast<uint4 *>(s) = r.u;
-}
 
 __device__ __forceinline__ void store4(uint8_t *p, const float (&v)[4])
 {
@@ -468,14 +479,14 @@ __device__ __forceinline__ Tin sample_at(const Tin *row, int s, int W, int borde
 
 /*
  * Stages rows [ys, ys + rows) of the input, samples [xs, xs + ls) (xs and
- * ls multiples of V, the samples in 16 bytes), widened to float, into s
- * (ls floats a row). Each thread keeps B 16-byte loads in flight: 8-bit
+ * ls multiples of V, the samples in 16 bytes), into s (ls samples a row):
+ * widened to float when Ts is float, as stored when Ts is Tin. Each thread keeps B 16-byte loads in flight: 8-bit
  * images need that many bytes in flight to approach the copy's bandwidth.
  * Interior tiles, and in edge tiles every 16-byte group that lies inside,
  * take one vector load; the rest goes through the border sample by sample.
  */
-template <typename Tin, int C>
-__device__ __forceinline__ void il_load_tile(float *s, int rows, int ls, const unsigned char *in,
+template <typename Tin, int C, typename Ts = float>
+__device__ __forceinline__ void il_load_tile(Ts *s, int rows, int ls, const unsigned char *in,
                                              size_t in_pitch, int W, int H, int xs, int ys,
                                              int border)
 {
@@ -518,7 +529,11 @@ __device__ __forceinline__ void il_load_tile(float *s, int rows, int ls, const u
             if (g >= total)
                 break;
             const int r = (int)(((float)g + 0.5f) * inv_groups);
-            widen16(v[k], s + r * ls + V * (g - r * groups));
+            Ts *dst = s + r * ls + V * (g - r * groups);
+            if constexpr (std::is_same<Ts, Tin>::value)
+                *reinterpret_cast<uint4 *>(dst) = v[k].u;
+            else
+                widen16(v[k], dst);
         }
     }
 }
@@ -859,29 +874,75 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
 }
 
 /*
- * Separable kernels in one pass: the tile with its halo, then the row pass
- * (row taps at constant offset 0) for all kIH + kh - 1 rows into s_tmp,
- * then the column pass (taps at GIMG_CUDA_CONV_COL_OFFSET) from s_tmp, so
- * the float intermediate never leaves the SM. Row pass: lane l of a warp
- * sums samples l, l + 32, l + 64, l + 96 of a row, so that the 32 lanes'
- * scalar reads of one tap are 32 consecutive words (conflict-free) for any
- * kw; column pass as dense_il_kernel's, 4 samples x 4 rows a thread.
+ * Separable kernels in one pass: the tile with its halo, as stored, then
+ * the row pass (row taps at constant offset 0) for all kIH + kh - 1 rows
+ * into s_tmp (float, as the CPU's intermediate), then the column pass (taps
+ * at GIMG_CUDA_CONV_COL_OFFSET) from s_tmp, so that the intermediate never
+ * leaves the SM. The tile stays in its sample type: a quarter of the shared
+ * memory for 8-bit images, which gives radius 15 four blocks an SM instead
+ * of two.
+ * Both passes slide a ring of registers along their direction:
+ *  - row pass: a thread sums a run of kRun samples of one channel, C samples
+ *    apart, whose windows overlap in all but one sample; each tap costs kRun
+ *    FMAs, one shared read and one conversion. (Reading every tap's sample
+ *    from shared memory bound the pass by shared bandwidth at a quarter of
+ *    the FMA rate.) Runs cover a row of sep_row(C) samples, kIW rounded up
+ *    to whole groups of C runs (144 for RGB: 16 computed and dropped).
+ *  - column pass: 4 samples of 4 rows a thread; each tap costs one 16-byte
+ *    read and 16 FMAs.
  */
+constexpr int kRun = 16;
+__host__ __device__ constexpr int sep_row(int C) { return (kIW + kRun * C - 1) / (kRun * C) * (kRun * C); }
 struct sep_geom {
-    int hxl, hxr, ls; /* left and right halo (samples, multiples of V), tile row (floats) */
+    int hxl, hxr, ls; /* left and right halo (samples, multiples of V), tile row (samples) */
+    size_t tile_bytes; /* the staged tile, rounded up to 16 bytes */
 };
-__host__ __device__ inline sep_geom sep_geometry(int C, int kw, int ax, int V)
+/* V samples in 16 bytes; the right halo reaches the last run's window and
+ * the one sample after it that the ring loads and never uses. */
+__host__ __device__ inline sep_geom sep_geometry(int C, int kw, int kh, int ax, int V)
 {
     sep_geom g;
     g.hxl = (ax * C + V - 1) / V * V;
-    g.hxr = ((kw - 1 - ax) * C + V - 1) / V * V;
+    g.hxr = (sep_row(C) - kIW + (kw - ax) * C + V - 1) / V * V;
     g.ls = kIW + g.hxl + g.hxr;
+    g.tile_bytes = ((size_t)(kIH + kh - 1) * g.ls * (16 / V) + 15) / 16 * 16;
     return g;
 }
-/* V = 16 covers every sample type (the widest halo). */
-__host__ __device__ inline size_t sep_smem_bytes(int C, int kw, int kh, int ax, int V = 16)
+/* s_tmp has a spare row for the column ring's last load, never used. */
+__host__ __device__ inline size_t sep_smem_bytes(int C, int kw, int kh, int ax, int V)
 {
-    return (size_t)(kIH + kh - 1) * (sep_geometry(C, kw, ax, V).ls + kIW) * sizeof(float);
+    return sep_geometry(C, kw, kh, ax, V).tile_bytes + (size_t)(kIH + kh) * kIW * sizeof(float);
+}
+
+/* One tap of a ring of N: sum i takes the sample in slot (jj + i) % N, then
+ * slot jj, whose sample no later tap needs, takes the next one. */
+template <int N, typename T>
+__device__ __forceinline__ void ring_tap(T (&acc)[N], T (&ring)[N], int jj, float t, const T &next)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        acc[i] = fma4(t, ring[(jj + i) % N], acc[i]);
+    ring[jj] = next;
+}
+
+/* taps taps from c_taps[first]: ring[i] starts as sample i of the window and
+ * load(k) gives sample k; each sum receives its taps in order. */
+template <int N, typename T, typename Load>
+__device__ __forceinline__ void ring_sums(T (&acc)[N], int first, int taps, Load load)
+{
+    T ring[N];
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        ring[i] = load(i);
+    int j0 = 0;
+    for (; j0 + N <= taps; j0 += N)
+#pragma unroll
+        for (int jj = 0; jj < N; jj++)
+            ring_tap(acc, ring, jj, c_taps[first + j0 + jj], load(j0 + jj + N));
+#pragma unroll
+    for (int jj = 0; jj < N - 1; jj++)
+        if (j0 + jj < taps)
+            ring_tap(acc, ring, jj, c_taps[first + j0 + jj], load(j0 + jj + N));
 }
 
 template <typename Tin, typename Tout, int C, bool RAW>
@@ -890,50 +951,41 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
            size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border, Epi e)
 {
     extern __shared__ float4 s_mem4[];
-    float *s_in = reinterpret_cast<float *>(s_mem4);
-    const sep_geom g = sep_geometry(C, kw, ax, vec16<Tin>::V);
+    Tin *s_in = reinterpret_cast<Tin *>(s_mem4);
+    const sep_geom g = sep_geometry(C, kw, kh, ax, vec16<Tin>::V);
     const int rows = kIH + kh - 1;
-    float *s_tmp = s_in + (size_t)rows * g.ls;
+    float *s_tmp = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(s_mem4) + g.tile_bytes);
     const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
-    il_load_tile<Tin, C>(s_in, rows, g.ls, in, in_pitch, W, H, x0 - g.hxl, y0 - ay, border);
+    il_load_tile<Tin, C, Tin>(s_in, rows, g.ls, in, in_pitch, W, H, x0 - g.hxl, y0 - ay, border);
     __syncthreads();
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    for (int r = warp; r < rows; r += kIThreads / 32) {
-        const float *src = s_in + r * g.ls + g.hxl - ax * C + lane;
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int j = 0; j < kw; j++) {
-            const float t = c_taps[j];
+    constexpr int runs = sep_row(C) / kRun; /* a row's runs */
+    for (int item = threadIdx.x; item < rows * runs; item += kIThreads) {
+        const int r = item / runs, q = item - r * runs;
+        const int s0 = q / C * (kRun * C) + q % C; /* the run's first sample in the row */
+        const Tin *src = s_in + r * g.ls + g.hxl - ax * C + s0; /* window sample k: src[k * C] */
+        float acc[kRun];
 #pragma unroll
-            for (int m = 0; m < 4; m++)
-                acc[m] = __fmaf_rn(t, src[j * C + 32 * m], acc[m]);
-        }
+        for (int i = 0; i < kRun; i++)
+            acc[i] = 0.0f;
+        ring_sums(acc, 0, kw, [&](int k) { return to_f(src[k * C]); });
 #pragma unroll
-        for (int m = 0; m < 4; m++)
-            s_tmp[r * kIW + lane + 32 * m] = acc[m];
+        for (int i = 0; i < kRun; i++)
+            if (s0 + i * C < kIW)
+                s_tmp[r * kIW + s0 + i * C] = acc[i];
     }
     __syncthreads();
-    const int tx = lane, ty = warp;
-    float acc[4][4];
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    float4 acc4[4];
 #pragma unroll
     for (int ry = 0; ry < 4; ry++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            acc[ry][i] = 0.0f;
-    const float *base = s_tmp + 4 * ty * kIW + 4 * tx;
-    for (int j = 0; j < kh + 3; j++) {
-        const float4 q = *reinterpret_cast<const float4 *>(base + j * kIW);
-        const float w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int ry = 0; ry < 4; ry++) {
-            const int ky = j - ry;
-            if (ky < 0 || ky >= kh)
-                continue;
-            const float t = c_taps[GIMG_CUDA_CONV_COL_OFFSET + ky];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[ry][i] = __fmaf_rn(t, w[i], acc[ry][i]);
-        }
-    }
+        acc4[ry] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float *col = s_tmp + 4 * ty * kIW + 4 * tx; /* window row k: col + k * kIW */
+    ring_sums(acc4, GIMG_CUDA_CONV_COL_OFFSET, kh,
+              [&](int k) { return *reinterpret_cast<const float4 *>(col + k * kIW); });
+    const float acc[4][4] = {{acc4[0].x, acc4[0].y, acc4[0].z, acc4[0].w},
+                             {acc4[1].x, acc4[1].y, acc4[1].z, acc4[1].w},
+                             {acc4[2].x, acc4[2].y, acc4[2].z, acc4[2].w},
+                             {acc4[3].x, acc4[3].y, acc4[3].z, acc4[3].w}};
     il_store<Tout, C, RAW>(acc, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
 }
 
@@ -1228,10 +1280,13 @@ extern "C" cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane 
 
 extern "C" int gimg_cuda_conv_separable_fits(int channels, int kw, int kh)
 {
+    constexpr size_t kSepSmemMax = 200 * 1024;
     /* The widest halo any anchor gives: all of it on one side. */
     return kw <= GIMG_CUDA_CONV_COL_OFFSET && kh <= GIMG_CUDA_CONV_COL_OFFSET &&
            channels >= 1 && channels <= 4 &&
-           sep_smem_bytes(channels, kw, kh, kw - 1) <= 200 * 1024;
+           sep_smem_bytes(channels, kw, kh, kw - 1, 16) <= kSepSmemMax &&
+           sep_smem_bytes(channels, kw, kh, kw - 1, 8) <= kSepSmemMax &&
+           sep_smem_bytes(channels, kw, kh, kw - 1, 4) <= kSepSmemMax;
 }
 
 extern "C" cudaError_t gimg_cuda_conv_separable(gimg_cuda_plane in, gimg_cuda_plane out, int width,
