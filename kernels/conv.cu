@@ -105,22 +105,6 @@ namespace {
 
 __constant__ float c_taps[GIMG_CUDA_CONV_CONST_TAPS];
 
-constexpr int kTW = 64;  /* tile width in pixels */
-constexpr int kRX = 8;   /* outputs per thread along a row */
-constexpr int kRY = 4;   /* rows per thread (dense) */
-constexpr int kSmemBudget = 52 * 1024; /* four blocks per SM; taller kernels go in slices */
-
-/* Threads: 8 along x (64 pixels), TY along y, one group per channel; a
- * multiple of 32 for every channel count. */
-template <int C> struct shape {
-    static constexpr int TY = C == 1 ? 32 : C == 2 ? 16 : 8;  /* rows: 128, 64, 32, 32 */
-    static constexpr int TH = kRY * TY;
-    static constexpr int THREADS = C * 8 * TY;
-    /* Blocks per SM the registers must allow (at most 85 registers a
-     * thread: 24 warps per SM, which the memory-bound small kernels need
-     * to keep enough loads in flight). */
-    static constexpr int MIN_BLOCKS = C == 3 ? 4 : 3;
-};
 
 typedef gimg_cuda_epilogue Epi;
 
@@ -211,205 +195,6 @@ template <bool CONST_TAPS> __device__ __forceinline__ float tap(int k, const flo
         return c_taps[k];
     else
         return __ldg(g + k);
-}
-
-/*
- * Shared rows are read as 16-byte chunks, a thread's 8 outputs being 32
- * bytes from its neighbour's: the 8 lanes of a quarter-warp would hit chunk
- * groups 2tx mod 8, two lanes per bank group. Chunk c of a row is therefore
- * stored at c ^ bit3(c): lanes tx and tx + 4 (chunks 8 apart) land in
- * different groups, and every 16-byte read is conflict-free. Rows are a
- * multiple of 8 floats so that the swizzle stays inside the row.
- */
-__device__ __forceinline__ int swz(int col)
-{
-    return (((col >> 2) ^ ((col >> 5) & 1)) << 2) | (col & 3);
-}
-
-/*
- * Stages rows [ys, ys + rows) and columns [xs, xs + pitch) of the input
- * (through the border) into planes s[c][r][px], widened to float.
- */
-template <typename Tin, int C>
-__device__ __forceinline__ void load_tile(float *s, int rows, int pitch, const unsigned char *in,
-                                          size_t in_pitch, int W, int H, int xs, int ys,
-                                          int border)
-{
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
-    const bool interior = xs >= 0 && ys >= 0 && xs + pitch <= W && ys + rows <= H;
-    const int n = pitch * C;
-    /* Loads in flight per lane: B samples of each of two rows. A row at a
-     * time, one sample at a time, left the loader latency-bound (3x3 ran
-     * at 0.15 of a copy). */
-    constexpr int B = 8;
-    for (int r0 = warp; r0 < rows; r0 += 2 * nwarps) {
-        int gy[2];
-        const Tin *row[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = r0 + h * nwarps;
-            gy[h] = r >= rows ? -1 : interior ? ys + r : border_index(ys + r, H, border);
-            row[h] = reinterpret_cast<const Tin *>(in + (size_t)(gy[h] < 0 ? 0 : gy[h]) * in_pitch);
-        }
-        for (int f0 = lane; f0 < n; f0 += 32 * B) {
-            float v[2][B];
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int k = 0; k < B; k++) {
-                    const int f = f0 + 32 * k;
-                    v[h][k] = 0.0f;
-                    if (f < n && r0 + h * nwarps < rows) {
-                        if (interior) {
-                            v[h][k] = to_f(row[h][(size_t)xs * C + f]);
-                        } else {
-                            const int px = f / C, c = f - px * C;
-                            const int gx = border_index(xs + px, W, border);
-                            v[h][k] = gy[h] < 0 || gx < 0 ? 0.0f : to_f(row[h][(size_t)gx * C + c]);
-                        }
-                    }
-                }
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int k = 0; k < B; k++) {
-                    const int f = f0 + 32 * k, r = r0 + h * nwarps;
-                    if (f < n && r < rows) {
-                        const int px = f / C, c = f - px * C;
-                        s[(c * rows + r) * pitch + swz(px)] = v[h][k];
-                    }
-                }
-        }
-    }
-}
-
-/* Writes rows [y0, y0 + ny) of the tile, interleaved in s (kTW * C floats a
- * row), through the epilogue. */
-template <typename Tout, int C, bool RAW>
-__device__ __forceinline__ void store_tile(const float *s, unsigned char *out, size_t out_pitch,
-                                           int W, int H, int x0, int y0, int TH, const Epi &e)
-{
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
-    const int nx = min(kTW, W - x0), ny = min(TH, H - y0), n = nx * C;
-    for (int r = warp; r < ny; r += nwarps) {
-        Tout *orow = reinterpret_cast<Tout *>(out + (size_t)(y0 + r) * out_pitch) + (size_t)x0 * C;
-        const Tout *arow = reinterpret_cast<const Tout *>(
-                               static_cast<const unsigned char *>(e.alpha_src.data) +
-                               (size_t)(y0 + r) * e.alpha_src.pitch) + (size_t)x0 * C;
-        for (int f = lane; f < n; f += 32) {
-            const float v = s[r * kTW * C + f];
-            if constexpr (RAW)
-                orow[f] = v;
-            else if (e.keep_alpha && f % C == C - 1)
-                orow[f] = arow[f];
-            else
-                orow[f] = from_f<Tout>(finish(v, e));
-        }
-    }
-}
-
-/* N floats of a swizzled row from column col (a multiple of 4). */
-template <int N> __device__ __forceinline__ void load_vec(float (&v)[N], const float *row, int col)
-{
-#pragma unroll
-    for (int k = 0; k < N / 4; k++) {
-        const float4 q = *reinterpret_cast<const float4 *>(row + swz(col + 4 * k));
-        v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
-    }
-}
-
-/*
- * The taps of one shared row sr (relative to the thread's first row) for
- * all RY outputs of the thread: output ry takes tap row i = sr - ry when it
- * is in [0, ti). Each output gets its taps in row-major order: i grows with
- * sr, j within a row. Values are loaded once per row and chunk and reused
- * by up to 8 taps x RY rows; the tail (kw mod 4 taps) loads a 12-float
- * window too, so that every shared read is a conflict-free 16-byte one.
- */
-template <bool CT>
-__device__ __forceinline__ void row_taps(float (&acc)[kRY][kRX], const float *row, int x0, int kw,
-                                         int sr, int ti, int tb0, const float *g)
-{
-    int j = 0;
-    for (; j + 8 <= kw; j += 8) {
-        float v[16];
-        load_vec(v, row, x0 + j);
-#pragma unroll
-        for (int ry = 0; ry < kRY; ry++) {
-            const int i = sr - ry;
-            if (i < 0 || i >= ti)
-                continue;
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                const float t = tap<CT>(tb0 + i * kw + j + jj, g);
-#pragma unroll
-                for (int e = 0; e < kRX; e++)
-                    acc[ry][e] = __fmaf_rn(t, v[e + jj], acc[ry][e]);
-            }
-        }
-    }
-    for (; j < kw; j += 4) {
-        const int rem = kw - j; /* 4 in the chunk loop, 1 to 3 at the end */
-        float v[12];
-        load_vec(v, row, x0 + j);
-#pragma unroll
-        for (int ry = 0; ry < kRY; ry++) {
-            const int i = sr - ry;
-            if (i < 0 || i >= ti)
-                continue;
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                if (jj >= rem)
-                    break;
-                const float t = tap<CT>(tb0 + i * kw + j + jj, g);
-#pragma unroll
-                for (int e = 0; e < kRX; e++)
-                    acc[ry][e] = __fmaf_rn(t, v[e + jj], acc[ry][e]);
-            }
-        }
-    }
-}
-
-/* Shared row length: the 64 outputs' window plus the vector reads' reach
- * (up to 67 + kw), a multiple of 8 floats for the swizzle. */
-__host__ __device__ constexpr int tile_pitch(int kw) { return (kTW + kw + 4 + 7) & ~7; }
-
-template <typename Tin, typename Tout, int C, bool RAW, bool CT>
-__global__ void __launch_bounds__(shape<C>::THREADS, shape<C>::MIN_BLOCKS)
-dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
-             size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border,
-             int ti_max, int tap_offset, const float *__restrict__ g_taps, Epi e)
-{
-    extern __shared__ float4 s_mem4[];
-    float *s = reinterpret_cast<float *>(s_mem4);
-    constexpr int TY = shape<C>::TY, TH = shape<C>::TH;
-    const int pitch = tile_pitch(kw);
-    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * TH;
-    const int tx = threadIdx.x % 8, ty = (threadIdx.x / 8) % TY, c = threadIdx.x / (8 * TY);
-    float acc[kRY][kRX];
-#pragma unroll
-    for (int ry = 0; ry < kRY; ry++)
-#pragma unroll
-        for (int x = 0; x < kRX; x++)
-            acc[ry][x] = 0.0f;
-    for (int i0 = 0; i0 < kh; i0 += ti_max) {
-        const int ti = min(ti_max, kh - i0), rows = TH + ti - 1;
-        if (i0)
-            __syncthreads();
-        load_tile<Tin, C>(s, rows, pitch, in, in_pitch, W, H, x0 - ax, y0 - ay + i0, border);
-        __syncthreads();
-        const float *sc = s + ((size_t)c * rows + kRY * ty) * pitch;
-        for (int sr = 0; sr < ti + kRY - 1; sr++)
-            row_taps<CT>(acc, sc + sr * pitch, kRX * tx, kw, sr, ti, tap_offset + i0 * kw, g_taps);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int ry = 0; ry < kRY; ry++)
-#pragma unroll
-        for (int x = 0; x < kRX; x++)
-            s[(kRY * ty + ry) * kTW * C + (kRX * tx + x) * C + c] = acc[ry][x];
-    __syncthreads();
-    store_tile<Tout, C, RAW>(s, out, out_pitch, W, H, x0, y0, TH, e);
 }
 
 /* ------------------------------------------------- interleaved row tiles */
@@ -573,6 +358,16 @@ __device__ __forceinline__ void il_store(const float (&acc)[4][4], unsigned char
                 orow[x + i] = from_f<Tout>(v[i]);
         }
     }
+}
+
+/* il_store for sums held as four float4 rows. */
+template <typename Tout, int C, bool RAW>
+__device__ __forceinline__ void il_store4(const float4 (&a)[4], unsigned char *out, size_t out_pitch,
+                                          int W, int H, int x, int y, const Epi &e)
+{
+    const float acc[4][4] = {{a[0].x, a[0].y, a[0].z, a[0].w}, {a[1].x, a[1].y, a[1].z, a[1].w},
+                             {a[2].x, a[2].y, a[2].z, a[2].w}, {a[3].x, a[3].y, a[3].z, a[3].w}};
+    il_store<Tout, C, RAW>(acc, out, out_pitch, W, H, x, y, e);
 }
 
 /*
@@ -925,10 +720,10 @@ __device__ __forceinline__ void ring_tap(T (&acc)[N], T (&ring)[N], int jj, floa
     ring[jj] = next;
 }
 
-/* taps taps from c_taps[first]: ring[i] starts as sample i of the window and
- * load(k) gives sample k; each sum receives its taps in order. */
-template <int N, typename T, typename Load>
-__device__ __forceinline__ void ring_sums(T (&acc)[N], int first, int taps, Load load)
+/* taps taps, tap j being tap_at(j): ring[i] starts as sample i of the
+ * window and load(k) gives sample k; each sum receives its taps in order. */
+template <int N, typename T, typename Tap, typename Load>
+__device__ __forceinline__ void ring_sums(T (&acc)[N], int taps, Tap tap_at, Load load)
 {
     T ring[N];
 #pragma unroll
@@ -938,11 +733,11 @@ __device__ __forceinline__ void ring_sums(T (&acc)[N], int first, int taps, Load
     for (; j0 + N <= taps; j0 += N)
 #pragma unroll
         for (int jj = 0; jj < N; jj++)
-            ring_tap(acc, ring, jj, c_taps[first + j0 + jj], load(j0 + jj + N));
+            ring_tap(acc, ring, jj, tap_at(j0 + jj), load(j0 + jj + N));
 #pragma unroll
     for (int jj = 0; jj < N - 1; jj++)
         if (j0 + jj < taps)
-            ring_tap(acc, ring, jj, c_taps[first + j0 + jj], load(j0 + jj + N));
+            ring_tap(acc, ring, jj, tap_at(j0 + jj), load(j0 + jj + N));
 }
 
 template <typename Tin, typename Tout, int C, bool RAW>
@@ -967,7 +762,7 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
 #pragma unroll
         for (int i = 0; i < kRun; i++)
             acc[i] = 0.0f;
-        ring_sums(acc, 0, kw, [&](int k) { return to_f(src[k * C]); });
+        ring_sums(acc, kw, [](int j) { return c_taps[j]; }, [&](int k) { return to_f(src[k * C]); });
 #pragma unroll
         for (int i = 0; i < kRun; i++)
             if (s0 + i * C < kIW)
@@ -980,13 +775,69 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
     for (int ry = 0; ry < 4; ry++)
         acc4[ry] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float *col = s_tmp + 4 * ty * kIW + 4 * tx; /* window row k: col + k * kIW */
-    ring_sums(acc4, GIMG_CUDA_CONV_COL_OFFSET, kh,
+    ring_sums(acc4, kh, [](int j) { return c_taps[GIMG_CUDA_CONV_COL_OFFSET + j]; },
               [&](int k) { return *reinterpret_cast<const float4 *>(col + k * kIW); });
-    const float acc[4][4] = {{acc4[0].x, acc4[0].y, acc4[0].z, acc4[0].w},
-                             {acc4[1].x, acc4[1].y, acc4[1].z, acc4[1].w},
-                             {acc4[2].x, acc4[2].y, acc4[2].z, acc4[2].w},
-                             {acc4[3].x, acc4[3].y, acc4[3].z, acc4[3].w}};
-    il_store<Tout, C, RAW>(acc, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
+    il_store4<Tout, C, RAW>(acc4, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
+}
+
+/*
+ * Dense kernels other than the small ones above, up to 255 x 255: each tap
+ * row is a row pass as in sep_kernel (runs of kRun samples, a ring of
+ * registers) over the tile row it reads, the sums staying in registers
+ * across tap rows, so that each receives its taps in row-major order.
+ * Thread t sums run t % runs of output row t / runs, one run a thread; the
+ * sums then go through s_out to 4 x 4 stores. Kernels too tall for shared
+ * memory with the tile take their tap rows a slice at a time. Taps come
+ * from __constant__ memory, or for kernels larger than it holds, from
+ * global memory through the read-only cache.
+ */
+template <int C> constexpr int ring_threads() { return kIH * (sep_row(C) / kRun); }
+
+template <typename Tin, typename Tout, int C, bool RAW, bool CT>
+__global__ void __launch_bounds__(ring_threads<C>())
+dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
+             size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border,
+             int slice, int tap_offset, const float *__restrict__ g_taps, Epi e)
+{
+    extern __shared__ float4 s_mem4[];
+    Tin *s_in = reinterpret_cast<Tin *>(s_mem4);
+    const sep_geom g = sep_geometry(C, kw, slice, ax, vec16<Tin>::V);
+    float *s_out = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(s_mem4) + g.tile_bytes);
+    constexpr int runs = sep_row(C) / kRun;
+    const int r = threadIdx.x / runs, q = threadIdx.x - r * runs;
+    const int s0 = q / C * (kRun * C) + q % C; /* the run's first sample in the row */
+    const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
+    float acc[kRun];
+#pragma unroll
+    for (int i = 0; i < kRun; i++)
+        acc[i] = 0.0f;
+    for (int ky0 = 0; ky0 < kh; ky0 += slice) {
+        const int n = min(slice, kh - ky0);
+        if (ky0)
+            __syncthreads();
+        il_load_tile<Tin, C, Tin>(s_in, kIH + n - 1, g.ls, in, in_pitch, W, H, x0 - g.hxl,
+                                  y0 - ay + ky0, border);
+        __syncthreads();
+        for (int ky = 0; ky < n; ky++) {
+            const Tin *src = s_in + (r + ky) * g.ls + g.hxl - ax * C + s0; /* window sample k: src[k * C] */
+            const int first = tap_offset + (ky0 + ky) * kw;
+            ring_sums(acc, kw, [&](int j) { return tap<CT>(first + j, g_taps); },
+                      [&](int k) { return to_f(src[k * C]); });
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kRun; i++)
+        if (s0 + i * C < kIW)
+            s_out[r * kIW + s0 + i * C] = acc[i];
+    __syncthreads();
+    if (threadIdx.x >= kIThreads)
+        return;
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    float4 sums[4];
+#pragma unroll
+    for (int ry = 0; ry < 4; ry++)
+        sums[ry] = *reinterpret_cast<const float4 *>(s_out + (4 * ty + ry) * kIW + 4 * tx);
+    il_store4<Tout, C, RAW>(sums, out, out_pitch, W, H, x0 + 4 * tx, y0 + 4 * ty, e);
 }
 
 /* ------------------------------------------------------ per-sample kernels */
@@ -1078,35 +929,40 @@ __global__ void magnitude_kernel(const unsigned char *__restrict__ in, size_t in
 
 /* ---------------------------------------------------------------- launchers */
 
-template <typename Tin, typename Tout, int C, bool RAW, bool CT>
-cudaError_t launch_dense(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
-                         int kw, int kh, int ax, int ay, int border, int tap_offset,
-                         const float *d_taps, const Epi &e, cudaStream_t stream)
-{
-    constexpr int TH = shape<C>::TH;
-    const int pitch = tile_pitch(kw);
-    const int row_bytes = C * pitch * (int)sizeof(float);
-    int ti = kSmemBudget / row_bytes - TH + 1;
-    ti = ti < 1 ? 1 : ti > kh ? kh : ti;
-    const size_t smem = (size_t)(TH + ti - 1) * row_bytes;
-    auto kern = dense_kernel<Tin, Tout, C, RAW, CT>;
-    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess)
-        return err;
-    dim3 grid((W + kTW - 1) / kTW, (H + TH - 1) / TH);
-    if (grid.y > 65535)
-        return cudaErrorInvalidValue;
-    kern<<<grid, shape<C>::THREADS, smem, stream>>>(
-        static_cast<const unsigned char *>(in.data), in.pitch, static_cast<unsigned char *>(out.data),
-        out.pitch, W, H, kw, kh, ax, ay, border, ti, tap_offset, d_taps, e);
-    return cudaGetLastError();
-}
-
 /* Grid of interleaved tiles; 0 when it does not fit a launch. */
 dim3 il_grid(int W, int H, int C)
 {
     const long long n = (long long)W * C;
     return dim3((unsigned)((n + kIW - 1) / kIW), (unsigned)((H + kIH - 1) / kIH));
+}
+
+/* Shared memory dense_kernel may take for a whole kernel: two blocks an
+ * SM. Taller ones take slices of tap rows within it, or at least one row. */
+constexpr size_t kDenseSmem = 96 * 1024;
+
+template <typename Tin, typename Tout, int C, bool RAW, bool CT>
+cudaError_t launch_dense(const gimg_cuda_plane &in, const gimg_cuda_plane &out, int W, int H,
+                         int kw, int kh, int ax, int ay, int border, int tap_offset,
+                         const float *d_taps, const Epi &e, cudaStream_t stream)
+{
+    auto smem_bytes = [&](int slice) {
+        return sep_geometry(C, kw, slice, ax, vec16<Tin>::V).tile_bytes + (size_t)kIH * kIW * sizeof(float);
+    };
+    int slice = kh;
+    while (slice > 1 && smem_bytes(slice) > kDenseSmem)
+        slice--;
+    const size_t smem = smem_bytes(slice);
+    auto kern = dense_kernel<Tin, Tout, C, RAW, CT>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid = il_grid(W, H, C);
+    if (grid.y > 65535)
+        return cudaErrorInvalidValue;
+    kern<<<grid, ring_threads<C>(), smem, stream>>>(
+        static_cast<const unsigned char *>(in.data), in.pitch, static_cast<unsigned char *>(out.data),
+        out.pitch, W, H, kw, kh, ax, ay, border, slice, tap_offset, d_taps, e);
+    return cudaGetLastError();
 }
 
 template <typename Tin, typename Tout, int C, int KW, bool RAW>
