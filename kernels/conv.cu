@@ -26,71 +26,63 @@
  *    of it, 11.6 ms). Separable radius 5: 22 FMAs per sample plus the row
  *    pass's halo rows, memory-bound like 3x3.
  *
- * Measured (bench_conv, H100 80GB HBM3; versions 1-3 in the older
- * planar design below, 4-5 the interleaved paths, 6-7 the register
- * windows that now serve 3x3 and 5x5 on 8-bit images):
+ * Measured (bench_conv, H100 80GB HBM3, NPP in the same run):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
- *     3x3          0.186   2163   0.75    19471   29.1   0.358   1.92x
- *     5x5          0.369   1090   0.38    27248   40.7   0.581   1.57x
- *     11x11        2.495    161   0.06    19527   29.2   4.527   1.81x
- *     31x31       12.900     31   0.01    29996   44.8  33.397   2.59x
- *     gauss r5     0.828    486   0.17    10699   16.0   1.611   1.95x  (fused)
- *     gauss r15    2.775    145   0.05     8996   13.4   2.982   1.07x  (fused)
- * 3x3 meets 60% of a copy; short of 2x NPP everywhere but 31x31, and of
- * 50% of the FMA peak for large kernels. Versions: (1) planar tiles, 2 rows x
- * 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows,
- * 16-byte reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more
- * loads in flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels were
- * held back by about 80 instructions a sample outside the FMAs (byte
- * loads, the plane split, staging through shared memory). (4) interleaved
- * tiles for odd kernels up to 7 wide and for the separable pass (below):
- * 3x3 0.36 ms, 5x5 0.50, gauss r5 0.94, r15 3.27 (now fused, beating two
- * passes' 3.9). (5) 16-byte loads for 8-bit, registers capped for six
- * blocks per SM: r5 0.83, r15 2.74, 3x3 unchanged: each block loads, then
- * computes, then stores, and about 0.3 ms of that did not overlap the
- * FMAs. (6) 8-bit 3x3 and 5x5 in register windows (dense_rw_kernel): a
- * warp walks down rows with its loads K rows ahead, no shared memory or
- * barriers: 3x3 0.347, 5x5 0.828 — the lanes at the image's edges mapped
- * every sample through the border inside the walk, and their warps, 20 to
- * 30 times slower, held the SMs. (7) those samples moved to a kernel of
- * their own, conversions by the exponent trick and one saturating
- * cvt, 5x5 at three blocks per SM, 3x3 prefetching a row further into L2:
- * 3x3 0.185 (ncu: 73% issue-active, 299 warp instructions a warp-row of
- * which 144 FMAs), 5x5 0.373. Next: 11x11 and larger on the interleaved
- * layout with a kx-chunked register window.
+@@TABLE@@
+ * Met: 3x3 at 60% of a copy, 2x NPP from 11x11 up and for both
+ * separable cases, 31x31 at 50% of the FMA peak; short: 2x NPP at 3x3
+ * and 5x5. Versions: (1) planar tiles, 2 rows x 8 pixels a thread: 3x3
+ * 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows, 16-byte reads, 4 rows
+ * a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more loads in flight: 31x31
+ * 12.9 ms, 3x3 1.33 ms — the small kernels were held back by about 80
+ * instructions a sample outside the FMAs (byte loads, the plane split,
+ * staging through shared memory). (4) interleaved tiles for odd kernels
+ * up to 7 wide and for the separable pass (below): 3x3 0.36 ms, 5x5 0.50,
+ * gauss r5 0.94, r15 3.27 (fused). (5) 16-byte loads for 8-bit, six
+ * blocks per SM: r5 0.83, r15 2.74. (6) 8-bit 3x3 and 5x5 in register
+ * windows (dense_rw_kernel): a warp walks down rows with its loads K rows
+ * ahead, no shared memory or barriers: 3x3 0.347, 5x5 0.828 — the lanes
+ * at the image's edges mapped every sample through the border inside the
+ * walk, and their warps, 20 to 30 times slower, held the SMs. (7) those
+ * samples moved to a kernel of their own, conversions by the exponent
+ * trick and one saturating cvt, 5x5 at three blocks per SM, 3x3
+ * prefetching a row further into L2: 3x3 0.185 (ncu: 73% issue-active,
+ * 299 warp instructions a warp-row of which 144 FMAs), 5x5 0.373. (8)
+ * register rings (sep_kernel, dense_kernel): the separable row pass read
+ * every tap's sample from shared memory, which bounds it at a quarter of
+ * the FMA rate; a thread now sums 16 samples of one channel, whose windows
+ * share all but one sample, from a ring of registers: r5 0.83 -> 0.61, r15
+ * 2.79 -> 1.33 (with the tile staged in the sample type: radius 15 fits
+ * four blocks an SM instead of two). The same row pass over every tap row
+ * replaced the planar tiles for dense kernels: 11x11 2.51 -> 2.08, 31x31
+ * 13.0 -> 10.4 (ncu at 31x31: 88% issue-active, 65% of the instructions
+ * FMAs; the rest the ring's shared reads, conversions and tap reads).
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
  *    tap at the same time, which the constant cache broadcasts. 64 KiB hold
  *    a 128x128 kernel; larger ones read their taps through the read-only
  *    data cache (__ldg) from global memory, the same loop otherwise.
- *  - A block computes a tile of 64 pixels by TH rows for every channel. The
- *    tile plus its halo is staged in shared memory once, widened to float
- *    and split into one plane per channel, so that the inner loop reads
- *    contiguous floats as 16-byte words (rows swizzled so that those reads
- *    are conflict-free). The border is handled only here, while loading;
- *    interior tiles (the vast majority) skip the index mapping entirely.
- *  - Odd kernels up to 7 wide (the memory-bound sizes) and the separable
- *    pass work on interleaved rows instead (see "interleaved row tiles"
- *    below): no plane split, one 4-, 8- or 16-byte load or store a lane.
- *    On 8-bit images, 3x3 and 5x5 go further: register windows (below),
- *    where each input row is loaded once and never staged.
- *    What follows describes the planar path that serves the other sizes.
- *  - Register blocking: each thread computes 8 consecutive pixels of one
- *    channel on 4 consecutive rows. Each shared row it loads (16 floats per
- *    8 taps) serves the 4 rows' different tap rows, and each value up to 8
- *    taps: 256 FMAs per 4 16-byte loads and 32 tap reads.
- *  - Kernels taller than shared memory holds with their tile are applied a
- *    slice of tap rows at a time; the sums stay in registers, in order.
- *  - Results are staged back through shared memory and stored as whole
- *    interleaved rows (coalesced), converted on the way.
+ *  - Every path works on rows as they are stored (interleaved channels):
+ *    away from the left and right edges, tap (i, j) of sample s of any
+ *    channel is sample s + (j - ax) * C of row i, so a tile is staged with
+ *    one 16-byte load a lane and the border is handled only while loading
+ *    (interior tiles, the vast majority, skip the index mapping).
+ *  - Odd kernels up to 7 wide (the memory-bound sizes) use interleaved
+ *    tiles widened to float, 4 samples x 4 rows a thread; on 8-bit images
+ *    3x3 and 5x5 go further: register windows, where each input row is
+ *    loaded once and never staged.
+ *  - Larger dense kernels and the separable pass are bound by arithmetic:
+ *    register rings (see "register rings" below) make each shared read
+ *    serve 16 FMAs and each tap read 16.
  *  - Separable kernels: one kernel loads the tile with its halo, runs the
  *    row pass for all kIH + kh - 1 rows into shared memory (float, as the
  *    CPU's intermediate) and the column pass from there, so the
- *    intermediate never goes to DRAM: radius 5 in 0.83 ms against 2.5 ms
- *    in two dense passes through a float image, radius 15 in 2.7 against
- *    3.9. Kernels taller than GIMG_CUDA_CONV_FUSE_MAX_KH (unmeasured) or
- *    too large for shared memory take the two passes (lib/conv.c).
+ *    intermediate never goes to DRAM. Kernels taller than
+ *    GIMG_CUDA_CONV_FUSE_MAX_KH or too large for shared memory take two
+ *    dense passes through a float image (lib/conv.c).
+ *  - Kernels taller than shared memory holds with their tile are applied a
+ *    slice of tap rows at a time; the sums stay in registers, in order.
  *  - Gradient magnitudes (3x3) and the widen/narrow steps of alpha
  *    premultiplication and kernel chains are simple per-sample kernels:
  *    they are a small share of such runs.
@@ -129,19 +121,16 @@ __device__ __forceinline__ int border_index(int p, int n, int b)
     }
 }
 
-/* An integer sample as a float, exact: placed as the low mantissa bits of
- * 2^23, minus 2^23 (two full-rate instructions, where a conversion runs at
- * an eighth of the FMA rate). */
-__device__ __forceinline__ float to_f(uint32_t v)
-{
-    return __fsub_rn(__uint_as_float(0x4B000000u | v), 8388608.0f);
-}
-__device__ __forceinline__ float to_f(uint8_t v) { return to_f((uint32_t)v); }
-__device__ __forceinline__ float to_f(uint16_t v) { return to_f((uint32_t)v); }
+/* One conversion: where the ring kernels widen a sample for every tap,
+ * the conversion unit runs beside the FMAs, while the exponent trick of
+ * byte_to_f would take two more issue slots (measured: 31x31 10.4 ms
+ * against 10.9). */
+__device__ __forceinline__ float to_f(uint8_t v) { return (float)v; }
+__device__ __forceinline__ float to_f(uint16_t v) { return (float)v; }
 __device__ __forceinline__ float to_f(float v) { return v; }
 
-/* Byte b (0-3) of w as a float, exact, as to_f: the byte permute places it
- * under 2^23's exponent. */
+/* Byte b (0-3) of w as a float, exact: the byte as the low mantissa bits
+ * of 2^23, minus 2^23 (two full-rate instructions, no conversion). */
 __device__ __forceinline__ float byte_to_f(uint32_t w, int b)
 {
     return __fsub_rn(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540u + b)), 8388608.0f);
@@ -668,6 +657,8 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
     return cudaGetLastError();
 }
 
+/* ---------------------------------------------------------- register rings */
+
 /*
  * Separable kernels in one pass: the tile with its halo, as stored, then
  * the row pass (row taps at constant offset 0) for all kIH + kh - 1 rows
@@ -793,8 +784,13 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
  */
 template <int C> constexpr int ring_threads() { return kIH * (sep_row(C) / kRun); }
 
+/* Four blocks an SM with constant taps: the sums wait on conversions and
+ * shared reads, and more warps hide them (measured, 8-bit RGB: 31x31
+ * 10.4 ms against 12.2 at two blocks, 11x11 2.08 against 2.42), though
+ * the RGB instantiations spill a few registers (up to 184 bytes). Global
+ * taps (kernels over 16384 taps) keep two, where four would spill 440. */
 template <typename Tin, typename Tout, int C, bool RAW, bool CT>
-__global__ void __launch_bounds__(ring_threads<C>())
+__global__ void __launch_bounds__(ring_threads<C>(), CT ? 4 : 2)
 dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
              size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border,
              int slice, int tap_offset, const float *__restrict__ g_taps, Epi e)
