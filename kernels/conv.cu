@@ -28,7 +28,12 @@
  *
  * Measured (bench_conv, H100 80GB HBM3, NPP in the same run):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
-@@TABLE@@
+ *     3x3          0.185   2172   0.77    19549   29.2   0.361   1.95x
+ *     5x5          0.375   1074   0.38    26850   40.1   0.586   1.56x
+ *     11x11        2.084    193   0.07    23382   34.9   4.515   2.17x
+ *     31x31       10.409     39   0.01    37173   55.6  33.432   3.21x
+ *     gauss r5     0.617    653   0.23    14363   21.5   1.612   2.61x  (fused)
+ *     gauss r15    1.331    303   0.11    18760   28.0   2.986   2.24x  (fused)
  * Met: 3x3 at 60% of a copy, 2x NPP from 11x11 up and for both
  * separable cases, 31x31 at 50% of the FMA peak; short: 2x NPP at 3x3
  * and 5x5. Versions: (1) planar tiles, 2 rows x 8 pixels a thread: 3x3
@@ -51,12 +56,14 @@
  * register rings (sep_kernel, dense_kernel): the separable row pass read
  * every tap's sample from shared memory, which bounds it at a quarter of
  * the FMA rate; a thread now sums 16 samples of one channel, whose windows
- * share all but one sample, from a ring of registers: r5 0.83 -> 0.61, r15
- * 2.79 -> 1.33 (with the tile staged in the sample type: radius 15 fits
+ * share all but one sample, from a ring of registers: r5 0.83 -> 0.62, r15
+ * 2.79 -> 1.35 (with the tile staged in the sample type: radius 15 fits
  * four blocks an SM instead of two). The same row pass over every tap row
- * replaced the planar tiles for dense kernels: 11x11 2.51 -> 2.08, 31x31
- * 13.0 -> 10.4 (ncu at 31x31: 88% issue-active, 65% of the instructions
- * FMAs; the rest the ring's shared reads, conversions and tap reads).
+ * replaced the planar tiles for dense kernels: 11x11 2.51 -> 2.19, 31x31
+ * 13.0 -> 11.3 (ncu at 31x31: 88% issue-active, 65% of the instructions
+ * FMAs, the rest the ring's shared reads, conversions by the exponent
+ * trick and tap reads). (9) one conversion instruction instead of the
+ * trick's two, and four blocks an SM: 11x11 2.08, 31x31 10.4.
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
