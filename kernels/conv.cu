@@ -104,7 +104,6 @@ namespace {
 
 __constant__ float c_taps[GIMG_CUDA_CONV_CONST_TAPS];
 
-
 typedef gimg_cuda_epilogue Epi;
 
 /* lib/conv_internal.h's gimg_border_index, for int coordinates. */
@@ -261,8 +260,9 @@ __device__ __forceinline__ Tin sample_at(const Tin *row, int s, int W, int borde
 /*
  * Stages rows [ys, ys + rows) of the input, samples [xs, xs + ls) (xs and
  * ls multiples of V, the samples in 16 bytes), into s (ls samples a row):
- * widened to float when Ts is float, as stored when Ts is Tin. Each thread keeps B 16-byte loads in flight: 8-bit
- * images need that many bytes in flight to approach the copy's bandwidth.
+ * widened to float when Ts is float, as stored when Ts is Tin. Each thread
+ * keeps B 16-byte loads in flight: 8-bit images need that many bytes in
+ * flight to approach the copy's bandwidth.
  * Interior tiles, and in edge tiles every 16-byte group that lies inside,
  * take one vector load; the rest goes through the border sample by sample.
  */
@@ -679,32 +679,58 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
  *    apart, whose windows overlap in all but one sample; each tap costs kRun
  *    FMAs, one shared read and one conversion. (Reading every tap's sample
  *    from shared memory bound the pass by shared bandwidth at a quarter of
- *    the FMA rate.) Runs cover a row of sep_row(C) samples, kIW rounded up
+ *    the FMA rate.) Runs cover a row of ring_row(C) samples, kIW rounded up
  *    to whole groups of C runs (144 for RGB: 16 computed and dropped).
  *  - column pass: 4 samples of 4 rows a thread; each tap costs one 16-byte
  *    read and 16 FMAs.
  */
 constexpr int kRun = 16;
-__host__ __device__ constexpr int sep_row(int C) { return (kIW + kRun * C - 1) / (kRun * C) * (kRun * C); }
-struct sep_geom {
+/* The tile of both ring kernels (sep_kernel, dense_kernel): rows of
+ * ring_row(C) outputs with their halos, in the sample type. */
+__host__ __device__ constexpr int ring_row(int C) { return (kIW + kRun * C - 1) / (kRun * C) * (kRun * C); }
+struct ring_geom {
     int hxl, hxr, ls; /* left and right halo (samples, multiples of V), tile row (samples) */
     size_t tile_bytes; /* the staged tile, rounded up to 16 bytes */
 };
 /* V samples in 16 bytes; the right halo reaches the last run's window and
  * the one sample after it that the ring loads and never uses. */
-__host__ __device__ inline sep_geom sep_geometry(int C, int kw, int kh, int ax, int V)
+__host__ __device__ inline ring_geom ring_geometry(int C, int kw, int kh, int ax, int V)
 {
-    sep_geom g;
+    ring_geom g;
     g.hxl = (ax * C + V - 1) / V * V;
-    g.hxr = (sep_row(C) - kIW + (kw - ax) * C + V - 1) / V * V;
+    g.hxr = (ring_row(C) - kIW + (kw - ax) * C + V - 1) / V * V;
     g.ls = kIW + g.hxl + g.hxr;
     g.tile_bytes = ((size_t)(kIH + kh - 1) * g.ls * (16 / V) + 15) / 16 * 16;
     return g;
 }
-/* s_tmp has a spare row for the column ring's last load, never used. */
+/* Shared bytes of a ring kernel: the tile for kh tap rows, then a float
+ * tile kIW wide of float_rows rows. */
+__host__ __device__ inline size_t ring_smem_bytes(int C, int kw, int kh, int ax, int V, int float_rows)
+{
+    return ring_geometry(C, kw, kh, ax, V).tile_bytes + (size_t)float_rows * kIW * sizeof(float);
+}
+/* sep_kernel's: s_tmp has a spare row for the column ring's last load,
+ * never used. */
 __host__ __device__ inline size_t sep_smem_bytes(int C, int kw, int kh, int ax, int V)
 {
-    return sep_geometry(C, kw, kh, ax, V).tile_bytes + (size_t)(kIH + kh) * kIW * sizeof(float);
+    return ring_smem_bytes(C, kw, kh, ax, V, kIH + kh);
+}
+
+/* The first sample of run q in a tile row: runs come in groups of C, one
+ * per channel, kRun * C samples a group. */
+template <int C> __device__ __forceinline__ int run_start(int q)
+{
+    return q / C * (kRun * C) + q % C;
+}
+/* A run's sums into row r of a float tile kIW samples wide; those past
+ * it are dropped. */
+template <int C>
+__device__ __forceinline__ void put_run(float *s, int r, int s0, const float (&acc)[kRun])
+{
+#pragma unroll
+    for (int i = 0; i < kRun; i++)
+        if (s0 + i * C < kIW)
+            s[r * kIW + s0 + i * C] = acc[i];
 }
 
 /* One tap of a ring of N: sum i takes the sample in slot (jj + i) % N, then
@@ -745,26 +771,23 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
 {
     extern __shared__ float4 s_mem4[];
     Tin *s_in = reinterpret_cast<Tin *>(s_mem4);
-    const sep_geom g = sep_geometry(C, kw, kh, ax, vec16<Tin>::V);
+    const ring_geom g = ring_geometry(C, kw, kh, ax, vec16<Tin>::V);
     const int rows = kIH + kh - 1;
     float *s_tmp = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(s_mem4) + g.tile_bytes);
     const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
     il_load_tile<Tin, C, Tin>(s_in, rows, g.ls, in, in_pitch, W, H, x0 - g.hxl, y0 - ay, border);
     __syncthreads();
-    constexpr int runs = sep_row(C) / kRun; /* a row's runs */
+    constexpr int runs = ring_row(C) / kRun; /* a row's runs */
     for (int item = threadIdx.x; item < rows * runs; item += kIThreads) {
         const int r = item / runs, q = item - r * runs;
-        const int s0 = q / C * (kRun * C) + q % C; /* the run's first sample in the row */
+        const int s0 = run_start<C>(q);
         const Tin *src = s_in + r * g.ls + g.hxl - ax * C + s0; /* window sample k: src[k * C] */
         float acc[kRun];
 #pragma unroll
         for (int i = 0; i < kRun; i++)
             acc[i] = 0.0f;
         ring_sums(acc, kw, [](int j) { return c_taps[j]; }, [&](int k) { return to_f(src[k * C]); });
-#pragma unroll
-        for (int i = 0; i < kRun; i++)
-            if (s0 + i * C < kIW)
-                s_tmp[r * kIW + s0 + i * C] = acc[i];
+        put_run<C>(s_tmp, r, s0, acc);
     }
     __syncthreads();
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
@@ -789,7 +812,7 @@ sep_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char 
  * from __constant__ memory, or for kernels larger than it holds, from
  * global memory through the read-only cache.
  */
-template <int C> constexpr int ring_threads() { return kIH * (sep_row(C) / kRun); }
+template <int C> constexpr int ring_threads() { return kIH * (ring_row(C) / kRun); }
 
 /* Four blocks an SM with constant taps: the sums wait on conversions and
  * shared reads, and more warps hide them (measured, 8-bit RGB: 31x31
@@ -804,11 +827,11 @@ dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned cha
 {
     extern __shared__ float4 s_mem4[];
     Tin *s_in = reinterpret_cast<Tin *>(s_mem4);
-    const sep_geom g = sep_geometry(C, kw, slice, ax, vec16<Tin>::V);
+    const ring_geom g = ring_geometry(C, kw, slice, ax, vec16<Tin>::V);
     float *s_out = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(s_mem4) + g.tile_bytes);
-    constexpr int runs = sep_row(C) / kRun;
+    constexpr int runs = ring_row(C) / kRun;
     const int r = threadIdx.x / runs, q = threadIdx.x - r * runs;
-    const int s0 = q / C * (kRun * C) + q % C; /* the run's first sample in the row */
+    const int s0 = run_start<C>(q);
     const int x0 = blockIdx.x * kIW, y0 = blockIdx.y * kIH;
     float acc[kRun];
 #pragma unroll
@@ -828,10 +851,7 @@ dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned cha
                       [&](int k) { return to_f(src[k * C]); });
         }
     }
-#pragma unroll
-    for (int i = 0; i < kRun; i++)
-        if (s0 + i * C < kIW)
-            s_out[r * kIW + s0 + i * C] = acc[i];
+    put_run<C>(s_out, r, s0, acc);
     __syncthreads();
     if (threadIdx.x >= kIThreads)
         return;
@@ -948,13 +968,11 @@ cudaError_t launch_dense(const gimg_cuda_plane &in, const gimg_cuda_plane &out, 
                          int kw, int kh, int ax, int ay, int border, int tap_offset,
                          const float *d_taps, const Epi &e, cudaStream_t stream)
 {
-    auto smem_bytes = [&](int slice) {
-        return sep_geometry(C, kw, slice, ax, vec16<Tin>::V).tile_bytes + (size_t)kIH * kIW * sizeof(float);
-    };
+    constexpr int V = vec16<Tin>::V;
     int slice = kh;
-    while (slice > 1 && smem_bytes(slice) > kDenseSmem)
+    while (slice > 1 && ring_smem_bytes(C, kw, slice, ax, V, kIH) > kDenseSmem)
         slice--;
-    const size_t smem = smem_bytes(slice);
+    const size_t smem = ring_smem_bytes(C, kw, slice, ax, V, kIH);
     auto kern = dense_kernel<Tin, Tout, C, RAW, CT>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
