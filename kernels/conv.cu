@@ -622,47 +622,38 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
  * the walk; now 9 us, which on Hopper overlap the walk's last blocks).
  */
 template <int C, int K>
-__device__ __forceinline__ void rw_edge_sample(const unsigned char *__restrict__ in, size_t in_pitch,
-                                               unsigned char *__restrict__ out, size_t out_pitch,
-                                               int W, int H, int border, int tap_offset,
-                                               const Epi &e, int y, int s)
-{
-    constexpr int R = K / 2;
-    /* Tap column kx of sample s, channel c of pixel px: the same channel of
-     * pixel px + kx - R, through the border (-1: a zero outside). */
-    const int px = s / C, c = s - px * C;
-    int xs[K];
-#pragma unroll
-    for (int kx = 0; kx < K; kx++) {
-        const int q = border_index(px + kx - R, W, border);
-        xs[kx] = q < 0 ? -1 : q * C + c;
-    }
-    float acc = 0.0f;
-#pragma unroll
-    for (int ky = 0; ky < K; ky++) {
-        const int gy = border_index(y - R + ky, H, border);
-        const uint8_t *row = in + (size_t)(gy < 0 ? 0 : gy) * in_pitch;
-#pragma unroll
-        for (int kx = 0; kx < K; kx++) {
-            const float v = gy < 0 || xs[kx] < 0 ? 0.0f : (float)row[xs[kx]];
-            acc = __fmaf_rn(c_taps[tap_offset + ky * K + kx], v, acc);
-        }
-    }
-    out[(size_t)y * out_pitch + s] = (uint8_t)f_to_byte(finish(acc, e));
-}
-
-template <int C, int K>
 __global__ void rw_edge_kernel(const unsigned char *__restrict__ in, size_t in_pitch,
                                unsigned char *__restrict__ out, size_t out_pitch, int W, int H,
                                int border, int tap_offset, Epi e, int right0, int samples)
 {
+    constexpr int R = K / 2;
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long long)samples * H) {
         const int y = (int)(i / samples);
         /* Samples [0, left) and [right0, n), left = 16 clipped to the image. */
         const int k = (int)(i - (long long)y * samples), left = min(16, right0);
-        rw_edge_sample<C, K>(in, in_pitch, out, out_pitch, W, H, border, tap_offset, e, y,
-                             k < left ? k : k - left + right0);
+        const int s = k < left ? k : k - left + right0;
+        /* Tap column kx of sample s, channel c of pixel px: the same channel
+         * of pixel px + kx - R, through the border (-1: a zero outside). */
+        const int px = s / C, c = s - px * C;
+        int xs[K];
+#pragma unroll
+        for (int kx = 0; kx < K; kx++) {
+            const int q = border_index(px + kx - R, W, border);
+            xs[kx] = q < 0 ? -1 : q * C + c;
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int ky = 0; ky < K; ky++) {
+            const int gy = border_index(y - R + ky, H, border);
+            const uint8_t *row = in + (size_t)(gy < 0 ? 0 : gy) * in_pitch;
+#pragma unroll
+            for (int kx = 0; kx < K; kx++) {
+                const float v = gy < 0 || xs[kx] < 0 ? 0.0f : (float)row[xs[kx]];
+                acc = __fmaf_rn(c_taps[tap_offset + ky * K + kx], v, acc);
+            }
+        }
+        out[(size_t)y * out_pitch + s] = (uint8_t)f_to_byte(finish(acc, e));
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Launched as the walk's programmatic dependent: complete only after
