@@ -28,17 +28,15 @@
  *
  * Measured (make bench, H100 80GB HBM3, NPP in the same run):
  *     case          ms     GB/s  /copy  GFLOP/s  %peak  NPP ms  vs NPP
- *     3x3          0.169   2384   0.83    21456   32.1   0.359   2.12x
- *     5x5          0.295   1365   0.47    34126   51.0   0.584   1.98x
- *     11x11        2.094    192   0.07    23271   34.8   4.527   2.16x
- *     31x31       10.383     39   0.01    37269   55.7  33.412   3.22x
- *     gauss r5     0.613    657   0.23    14453   21.6   1.611   2.63x  (fused)
- *     gauss r15    1.325    304   0.11    18838   28.2   2.975   2.25x  (fused)
- * Met: 3x3 at 60% of a copy, 2x NPP at 3x3, from 11x11 up and for both
- * separable cases, 31x31 at 50% of the FMA peak; short: 2x NPP at 5x5
- * (1.98x here; bench_conv alone took 0.285 to 0.294 ms on different
- * H100 machines). Versions: (1) planar tiles, 2 rows x 8 pixels a
- * thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows, 16-byte
+ *     3x3          0.169   2387   0.85    21485   32.1   0.352   2.09x
+ *     5x5          0.269   1497   0.53    37436   56.0   0.575   2.14x
+ *     11x11        2.094    192   0.07    23263   34.8   4.529   2.16x
+ *     31x31       10.396     39   0.01    37222   55.6  33.423   3.22x
+ *     gauss r5     0.616    654   0.23    14389   21.5   1.613   2.62x  (fused)
+ *     gauss r15    1.325    304   0.11    18838   28.2   2.974   2.24x  (fused)
+ * Met: 3x3 at 60% of a copy, 2x NPP at every size and for both separable
+ * cases, 31x31 at 50% of the FMA peak. Versions: (1) planar tiles, 2
+ * rows x 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows, 16-byte
  * reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more loads in
  * flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels were held back
  * by about 80 instructions a sample outside the FMAs (byte loads, the
@@ -69,7 +67,10 @@
  * input row instead of K (no sums move: see below; 5x5's code 90 -> 19
  * KB, instruction-fetch stalls 27% -> 3%), no alpha path in the walk,
  * walks of 64 rows, edge samples mapped once a column and started
- * beside the walk's last blocks: 3x3 0.169, 5x5 0.295.
+ * beside the walk's last blocks: 3x3 0.169, 5x5 0.295. (11) walks with
+ * fewer instructions a row (a row pointer stepping down the image, sums
+ * narrowed four at a time in two instructions) and the image in one wave
+ * of blocks: 5x5 0.269.
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
@@ -102,6 +103,7 @@
  */
 #include "conv.h"
 
+#include <algorithm>
 #include <climits>
 #include <stdint.h>
 #include <type_traits>
@@ -154,6 +156,24 @@ __device__ __forceinline__ uint32_t f_to_byte(float v)
 {
     uint32_t r;
     asm("cvt.rni.sat.u8.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return r;
+}
+/* Four values as the bytes of a word, the first in byte 0, each as
+ * f_to_byte makes it: converted to int (nearest even, NaN to 0), then
+ * packed in pairs with saturation. ptxas fuses the pairs (F2IP converts
+ * two floats and packs them): two instructions in all, where four
+ * conversions and three byte permutations took seven. (Checked against
+ * f_to_byte for all 2^32 float bit patterns on an H100.) */
+__device__ __forceinline__ uint32_t bytes4(float b0, float b1, float b2, float b3)
+{
+    int q0, q1, q2, q3;
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(q0) : "f"(b0));
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(q1) : "f"(b1));
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(q2) : "f"(b2));
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(q3) : "f"(b3));
+    uint32_t hi, r; /* cvt.pack puts a above b, and c above both */
+    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(q3), "r"(q2), "r"(0u));
+    asm("cvt.pack.sat.u8.s32.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(q1), "r"(q0), "r"(hi));
     return r;
 }
 /* The same for [0, 65535]. */
@@ -456,34 +476,39 @@ constexpr size_t kIlSmemMax = 48 * 1024;
  * 3x3 and 5x5 kernels on 8-bit images (the memory-bound sizes of the most
  * common sample type): no shared memory and no barriers. A warp owns a
  * segment of 512 samples of a row (16 a lane, one 16-byte load) and walks
- * down kRwRows output rows. Each input row is loaded once, one row ahead
- * of its use (for 3x3 prefetched into L2 three rows ahead of that),
- * widened in registers, its horizontal halo taken from the neighbouring
- * lanes by shuffles (the warp's two outer lanes load theirs), and applied
- * to the K output rows that use it: K rows of 16 sums a lane, each sum
- * receiving its taps in row-major order, as the CPU applies them.
+ * down its rows. Each input row is loaded once, one row ahead of its use
+ * (for 3x3 prefetched into L2 three rows ahead of that), widened in
+ * registers, its horizontal halo taken from the neighbouring lanes by
+ * shuffles (the warp's two outer lanes load theirs), and applied to the K
+ * output rows that use it: K rows of 16 sums a lane, each sum receiving
+ * its taps in row-major order, as the CPU applies them.
  *  - The sums never move between registers: slot k holds output row j - k
  *    while input row j is applied, and the first tap of slot k reads slot
  *    k - 1 of the row before, slots taken from the top down. So the loop
  *    body is one input row, not K of them: unrolled K times (one copy per
  *    rotation of a ring), 5x5 took 90 KB of code and its warps stalled on
  *    instruction fetch a quarter of the time.
- *  - Bytes 0 and 3 of a word widen by one conversion (I2F.U8 selects the
- *    byte), bytes 1 and 2 by the exponent trick (the byte placed under
- *    2^23's exponent, then one subtraction): the conversion unit and the
- *    FMA pipe share the work. Sums narrow by one saturating conversion (it
- *    replaces a clamp, a round and a conversion).
- *  - Rows outside the image map through the border as they are loaded.
- *    Lanes whose window crosses the left or right edge store nothing:
+ *  - A row costs few instructions besides the FMAs (ncu, 5x5: 222M warp
+ *    instructions against 235M): a row pointer steps down the image, and
+ *    only rows outside it (in the first and last walks) go through the
+ *    border mapping; sums narrow four at a time in two instructions
+ *    (bytes4). Bytes 0 and 3 of a word widen by a mask or shift and one
+ *    conversion, bytes 1 and 2 by the exponent trick (the byte placed
+ *    under 2^23's exponent, then one subtraction): the conversion unit and
+ *    the FMA pipe share the work.
+ *  - Lanes whose window crosses the left or right edge store nothing:
  *    rw_edge_kernel computes those samples, so that the walk has no
  *    per-sample border path (with one, the edge warps ran 20-30 times
  *    slower than the others).
- *  - Walks of 64 rows: the K - 1 extra input rows of each walk cost 6%
- *    (12% with 32); the grid is still about three waves at 8192 rows.
+ *  - The image goes in one wave of blocks, walks as long as that needs
+ *    (186 rows at 8192x8192 RGB on an H100): every block does the same
+ *    work, so no SM idles in a tail, and the K - 1 extra input rows of a
+ *    walk cost 2% (walks of 64 rows, about three waves: 5x5 0.277 against
+ *    0.269 ms).
  *  - --alpha keep takes the interleaved tiles instead (il_store copies
  *    alpha), so that the walk has no alpha path.
  */
-constexpr int kRwRows = 64;     /* output rows a warp walks down */
+constexpr int kRwRows = 64;     /* output rows a warp walks down, at least */
 constexpr int kRwThreads = 128; /* 4 warps, side by side along the row */
 
 /* Whether the lane at sample x has a window that crosses an edge. */
@@ -501,7 +526,7 @@ __device__ __forceinline__ float rw_byte(uint32_t w, int k)
 template <int C, int K>
 __global__ void __launch_bounds__(kRwThreads, K == 3 ? 4 : 3)
 dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
-                size_t out_pitch, int W, int H, int border, int tap_offset, Epi e)
+                size_t out_pitch, int W, int H, int walk_rows, int border, int tap_offset, Epi e)
 {
     constexpr int R = K / 2, RC = R * C;
     constexpr int HW = (RC + 3) / 4;  /* halo words each side */
@@ -514,18 +539,22 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
     const int lane = threadIdx.x % 32;
     const int n = W * C;
     const int x = 16 * (int)(blockIdx.x * kRwThreads + threadIdx.x);
-    const int y0 = blockIdx.y * kRwRows;
-    const int rows_out = min(kRwRows, H - y0), rows_in = rows_out + K - 1;
+    const int y0 = blockIdx.y * walk_rows;
+    const int rows_out = min(walk_rows, H - y0), rows_in = rows_out + K - 1;
     const bool edge = rw_edge<C, K>(x, n);
     /* Scale 1, bias 0 and no |v|: finish would at most turn -0 into +0,
      * which the conversion maps alike, so it is skipped. */
     const bool plain = !e.absolute && e.scale == 1.0f && e.bias == 0.0f;
 
-    /* Row j of the walk is image row y0 - R + j. The outer lanes also load
-     * the words beyond the segment: lane 0 those on its left, lane 31 those
-     * on its right (HW == 1: one, in .x). */
+    /* Row j of the walk is image row y0 - R + j, loaded from p, which steps
+     * down the image; rows outside it (first and last walks only) map
+     * through the border. The outer lanes also load the words beyond the
+     * segment: lane 0 those on its left, lane 31 those on its right (HW ==
+     * 1: one, in .x). Lanes past the row's end load its start instead:
+     * their samples reach only edge lanes, which store nothing. */
     const bool own = x < n, outer = !edge && (lane == 0 || lane == 31);
-    const int extra_x = lane == 0 ? x - 4 * HW : x + 16;
+    const unsigned char *p = in + (size_t)max(y0 - R, 0) * in_pitch + (own ? x : 0);
+    const int extra_dx = lane == 0 ? -4 * HW : 16;
     /* Rows prefetched into L2 ahead of the load: three for 3x3 (six: 0.194
      * against 0.178 ms), none for 5x5, whose FMAs hide the loads (three, in
      * walks of 32 rows: 0.316 against 0.308 ms). */
@@ -535,23 +564,33 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
         if (PF && own && lane % 8 == 0 && py >= 0 && py < H)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(in + (size_t)py * in_pitch + x));
     };
+    const int j_top = R - y0, j_bottom = H + R - y0; /* rows j in the image */
     auto issue = [&](int j, uint4 &v, uint2 &ex) {
-        const int gy = border_index(y0 - R + j, H, border);
-        const unsigned char *row = in + (size_t)(gy < 0 ? 0 : gy) * in_pitch;
-        v = make_uint4(0, 0, 0, 0);
-        ex = make_uint2(0, 0);
-        if (gy >= 0 && own)
-            v = *reinterpret_cast<const uint4 *>(row + x);
-        if (gy >= 0 && outer)
-            ex = HW == 1 ? make_uint2(*reinterpret_cast<const uint32_t *>(row + extra_x), 0)
-                         : *reinterpret_cast<const uint2 *>(row + extra_x);
+        const unsigned char *row = p;
+        if (j >= j_top && j < j_bottom) {
+            p += in_pitch;
+        } else {
+            const int gy = border_index(y0 - R + j, H, border);
+            if (gy < 0) {
+                v = make_uint4(0, 0, 0, 0);
+                ex = make_uint2(0, 0);
+                return;
+            }
+            row = in + (size_t)gy * in_pitch + (own ? x : 0);
+        }
+        v = *reinterpret_cast<const uint4 *>(row);
+        /* One load (two, predicated apart, would wait for each other). */
+        if (outer)
+            ex = HW == 1 ? make_uint2(*reinterpret_cast<const uint32_t *>(row + extra_dx), 0)
+                         : *reinterpret_cast<const uint2 *>(row + extra_dx);
     };
 #pragma unroll
     for (int j = 1; j <= PF; j++)
         prefetch(j);
-    uint4 nxt;
-    uint2 nxt_ex;
-    issue(0, nxt, nxt_ex);
+    /* Row j, then (once widened) row j + 1. */
+    uint4 v;
+    uint2 ex = make_uint2(0, 0);
+    issue(0, v, ex);
 
     float acc[K][16]; /* slot k: output row j - k */
 #pragma unroll
@@ -562,11 +601,6 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
     unsigned char *dst = out + (size_t)y0 * out_pitch + x; /* output row o */
 #pragma unroll 1
     for (int j = 0; j < rows_in; j++) {
-        const uint4 v = nxt;
-        const uint2 ex = nxt_ex;
-        if (j + 1 < rows_in)
-            issue(j + 1, nxt, nxt_ex);
-        prefetch(j + 1 + PF);
         /* The window's words: HW left, 4 own, HW right. */
         uint32_t wd[4 + 2 * HW];
         wd[HW] = v.x, wd[HW + 1] = v.y, wd[HW + 2] = v.z, wd[HW + 3] = v.w;
@@ -582,6 +616,9 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
 #pragma unroll
         for (int b = OFF; b < NB - OFF; b++)
             w[b] = rw_byte(wd[b / 4], b % 4);
+        if (j + 1 < rows_in)
+            issue(j + 1, v, ex);
+        prefetch(j + 1 + PF);
         /* Tap row ky goes to output row j - ky, whose sums sat in slot
          * ky - 1 for the row before. */
 #pragma unroll
@@ -599,16 +636,12 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
         if (j < K - 1 || edge)
             continue;
         const float (&a)[16] = acc[K - 1];
-        uint32_t q[16];
+        float q[16];
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            q[i] = f_to_byte(plain ? a[i] : finish(a[i], e));
-        uint4 r;
-        r.x = __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
-        r.y = __byte_perm(__byte_perm(q[4], q[5], 0x0040), __byte_perm(q[6], q[7], 0x0040), 0x5410);
-        r.z = __byte_perm(__byte_perm(q[8], q[9], 0x0040), __byte_perm(q[10], q[11], 0x0040), 0x5410);
-        r.w = __byte_perm(__byte_perm(q[12], q[13], 0x0040), __byte_perm(q[14], q[15], 0x0040), 0x5410);
-        *reinterpret_cast<uint4 *>(dst) = r;
+            q[i] = plain ? a[i] : finish(a[i], e);
+        *reinterpret_cast<uint4 *>(dst) = make_uint4(bytes4(q[0], q[1], q[2], q[3]), bytes4(q[4], q[5], q[6], q[7]),
+                                                     bytes4(q[8], q[9], q[10], q[11]), bytes4(q[12], q[13], q[14], q[15]));
         dst += out_pitch;
     }
 }
@@ -668,14 +701,31 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
 {
     const long long n = (long long)W * C, lanes = (n + 15) / 16;
     const long long blocks_x = (lanes + kRwThreads - 1) / kRwThreads;
-    const dim3 grid((unsigned)blocks_x, (unsigned)((H + kRwRows - 1) / kRwRows));
-    if (grid.y > 65535 || blocks_x > INT_MAX / (16 * kRwThreads))
+    if (blocks_x > INT_MAX / (16 * kRwThreads))
+        return cudaErrorInvalidValue;
+    int dev = 0, cc_major = 0, sms = 0, blocks_per_sm = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, dense_rw_kernel<C, K>, kRwThreads, 0);
+    if (err != cudaSuccess)
+        return err;
+    /* As many walks down each column as make one wave of resident blocks
+     * (the image in one wave: every block does the same work, so none
+     * waits for a tail), each at least kRwRows long. */
+    const long long walks = std::max(1LL, (long long)blocks_per_sm * sms / blocks_x);
+    const int walk_rows = (int)std::max((long long)kRwRows, (H + walks - 1) / walks);
+    const dim3 grid((unsigned)blocks_x, (unsigned)((H + walk_rows - 1) / walk_rows));
+    if (grid.y > 65535)
         return cudaErrorInvalidValue;
     const unsigned char *d_in = static_cast<const unsigned char *>(in.data);
     unsigned char *d_out = static_cast<unsigned char *>(out.data);
-    dense_rw_kernel<C, K><<<grid, kRwThreads, 0, stream>>>(d_in, in.pitch, d_out, out.pitch, W, H,
+    dense_rw_kernel<C, K><<<grid, kRwThreads, 0, stream>>>(d_in, in.pitch, d_out, out.pitch, W, H, walk_rows,
                                                            border, tap_offset, e);
-    cudaError_t err = cudaGetLastError();
+    err = cudaGetLastError();
     if (err != cudaSuccess)
         return err;
     /* The first lane from the right whose window crosses the edge. */
@@ -686,12 +736,6 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
     /* The edge samples share nothing with the walk: on Hopper and later
      * they start while its last blocks run (programmatic dependent launch;
      * measured 5x5 0.290 -> 0.286 ms). */
-    int dev = 0, cc_major = 0;
-    err = cudaGetDevice(&dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err != cudaSuccess)
-        return err;
     cudaLaunchAttribute attr = {};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
