@@ -26,7 +26,8 @@ static void test_file_list(void)
     char path[128], **list;
     int n;
     snprintf(path, sizeof path, "%s/list.txt", g_dir);
-    write_text(path, "a.png\nwith space.png\n\n  lead.png\nlast.png", 43);
+    static const char text[] = "a.png\nwith space.png\n\n  lead.png\nlast.png"; /* no final newline */
+    write_text(path, text, sizeof text - 1);
     CHECK(gimg_read_file_list(path, 0, &list, &n) == GIMG_OK && n == 4);
     CHECK(!strcmp(list[0], "a.png") && !strcmp(list[1], "with space.png") &&
           !strcmp(list[2], "  lead.png") && !strcmp(list[3], "last.png") && !list[4]);
