@@ -35,42 +35,41 @@
  *     gauss r5     0.616    654   0.23    14389   21.5   1.613   2.62x  (fused)
  *     gauss r15    1.325    304   0.11    18838   28.2   2.974   2.24x  (fused)
  * Met: 3x3 at 60% of a copy, 2x NPP at every size and for both separable
- * cases, 31x31 at 50% of the FMA peak. Versions: (1) planar tiles, 2
- * rows x 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared rows, 16-byte
- * reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3) more loads in
- * flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels were held back
- * by about 80 instructions a sample outside the FMAs (byte loads, the
- * plane split, staging through shared memory). (4) interleaved tiles
- * for odd kernels up to 7 wide and for the separable pass (below): 3x3
- * 0.36 ms, 5x5 0.50, gauss r5 0.94, r15 3.27 (fused). (5) 16-byte loads
- * for 8-bit, six blocks per SM: r5 0.83, r15 2.74. (6) 8-bit 3x3 and
- * 5x5 in register windows (dense_rw_kernel): a warp walks down rows
- * with its loads K rows ahead, no shared memory or barriers: 3x3 0.347,
- * 5x5 0.828 — the lanes at the image's edges mapped every sample
- * through the border inside the walk, and their warps, 20 to 30 times
- * slower, held the SMs. (7) those samples moved to a kernel of their
- * own, conversions by the exponent trick and one saturating cvt, 5x5 at
- * three blocks per SM, 3x3 prefetching a row further into L2: 3x3 0.185
- * (ncu: 73% issue-active, 299 warp instructions a warp-row of which 144
- * FMAs), 5x5 0.373. (8) register rings (sep_kernel, dense_kernel): the
- * separable row pass read every tap's sample from shared memory, which
- * bounds it at a quarter of the FMA rate; a thread now sums 16 samples
- * of one channel, whose windows share all but one sample, from a ring
- * of registers: r5 0.83 -> 0.62, r15 2.79 -> 1.35 (with the tile staged
- * in the sample type: radius 15 fits four blocks an SM instead of two).
- * The same row pass over every tap row replaced the planar tiles for
- * dense kernels: 11x11 2.51 -> 2.19, 31x31 13.0 -> 11.3 (ncu at 31x31:
- * 88% issue-active, 65% of the instructions FMAs, the rest the ring's
- * shared reads, conversions by the exponent trick and tap reads). (9)
- * one conversion instruction instead of the trick's two, and four
- * blocks an SM: 11x11 2.08, 31x31 10.4. (10) the walks' loop body one
- * input row instead of K (no sums move: see below; 5x5's code 90 -> 19
- * KB, instruction-fetch stalls 27% -> 3%), no alpha path in the walk,
- * walks of 64 rows, edge samples mapped once a column and started
- * beside the walk's last blocks: 3x3 0.169, 5x5 0.295. (11) walks with
- * fewer instructions a row (a row pointer stepping down the image, sums
- * narrowed four at a time in two instructions) and the image in one wave
- * of blocks: 5x5 0.269.
+ * cases, 31x31 at 50% of the FMA peak. Versions: (1) planar tiles, 2 rows
+ * x 8 pixels a thread: 3x3 1.41 ms, 31x31 20.2 ms. (2) swizzled shared
+ * rows, 16-byte reads, 4 rows a thread: 31x31 13.9 ms, 3x3 0.93 ms. (3)
+ * more loads in flight: 31x31 12.9 ms, 3x3 1.33 ms — the small kernels
+ * were held back by about 80 instructions a sample outside the FMAs (byte
+ * loads, the plane split, staging through shared memory). (4) interleaved
+ * tiles for odd kernels up to 7 wide and for the separable pass (below):
+ * 3x3 0.36 ms, 5x5 0.50, gauss r5 0.94, r15 3.27 (fused). (5) 16-byte
+ * loads for 8-bit, six blocks per SM: r5 0.83, r15 2.74. (6) 8-bit 3x3 and
+ * 5x5 in register windows (dense_rw_kernel): a warp walks down rows with
+ * its loads K rows ahead, no shared memory or barriers: 3x3 0.347, 5x5
+ * 0.828 — the lanes at the image's edges mapped every sample through the
+ * border inside the walk, and their warps, 20 to 30 times slower, held the
+ * SMs. (7) those samples moved to a kernel of their own, conversions by
+ * the exponent trick and one saturating cvt, 5x5 at three blocks per SM,
+ * 3x3 prefetching a row further into L2: 3x3 0.185 (ncu: 73% issue-active,
+ * 299 warp instructions a warp-row of which 144 FMAs), 5x5 0.373. (8)
+ * register rings (sep_kernel, dense_kernel): the separable row pass read
+ * every tap's sample from shared memory, which bounds it at a quarter of
+ * the FMA rate; a thread now sums 16 samples of one channel, whose windows
+ * share all but one sample, from a ring of registers: r5 0.83 -> 0.62, r15
+ * 2.79 -> 1.35 (with the tile staged in the sample type: radius 15 fits
+ * four blocks an SM instead of two). The same row pass over every tap row
+ * replaced the planar tiles for dense kernels: 11x11 2.51 -> 2.19, 31x31
+ * 13.0 -> 11.3 (ncu at 31x31: 88% issue-active, 65% of the instructions
+ * FMAs, the rest the ring's shared reads, conversions by the exponent
+ * trick and tap reads). (9) one conversion instruction instead of the
+ * trick's two, and four blocks an SM: 11x11 2.08, 31x31 10.4. (10) the
+ * walks' loop body one input row instead of K (no sums move: see below;
+ * 5x5's code 90 -> 19 KB, instruction-fetch stalls 27% -> 3%), no alpha
+ * path in the walk, walks of 64 rows, edge samples mapped once a column
+ * and started beside the walk's last blocks: 3x3 0.169, 5x5 0.295. (11)
+ * walks with fewer instructions a row (a row pointer stepping down the
+ * image, sums narrowed four at a time in two instructions) and the image
+ * in one wave of blocks: 5x5 0.269.
  *
  * Why it is written this way
  *  - Taps live in __constant__ memory: every lane of a warp reads the same
@@ -640,8 +639,9 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
 #pragma unroll
         for (int i = 0; i < 16; i++)
             q[i] = plain ? a[i] : finish(a[i], e);
-        *reinterpret_cast<uint4 *>(dst) = make_uint4(bytes4(q[0], q[1], q[2], q[3]), bytes4(q[4], q[5], q[6], q[7]),
-                                                     bytes4(q[8], q[9], q[10], q[11]), bytes4(q[12], q[13], q[14], q[15]));
+        *reinterpret_cast<uint4 *>(dst) =
+            make_uint4(bytes4(q[0], q[1], q[2], q[3]), bytes4(q[4], q[5], q[6], q[7]),
+                       bytes4(q[8], q[9], q[10], q[11]), bytes4(q[12], q[13], q[14], q[15]));
         dst += out_pitch;
     }
 }
@@ -710,7 +710,8 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, dense_rw_kernel<C, K>, kRwThreads, 0);
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, dense_rw_kernel<C, K>,
+                                                            kRwThreads, 0);
     if (err != cudaSuccess)
         return err;
     /* As many walks down each column as make one wave of resident blocks
