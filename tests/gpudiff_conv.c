@@ -140,7 +140,9 @@ static void test_small_kernels(void)
  * window crosses the left or right edge leave their samples to a kernel of
  * their own. Widths put the edge at every offset within a lane (n = W * C
  * samples a row), images narrower than a lane, segments and blocks that
- * end inside the image, heights that end inside a warp's 32 rows. */
+ * end inside the image, heights that end inside a walk, and a tall narrow
+ * image whose walks are longer than the shortest (the launcher sizes them
+ * to one wave of resident blocks: 50000 rows over a few hundred walks). */
 static void test_register_windows(void)
 {
     gimg_kernel k3 = random_kernel(3, 3, 50, 0), k5 = random_kernel(5, 5, 51, 1);
@@ -148,7 +150,7 @@ static void test_register_windows(void)
      * once is enough. */
     const struct { int w, h, small; } sizes[] = {{3, 5, 1},    {6, 40, 1},   {16, 3, 1},
                                                  {171, 37, 1}, {175, 66, 0}, {683, 70, 0},
-                                                 {689, 33, 1}};
+                                                 {689, 33, 1},  {48, 50000, 0}};
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
         if (g_small && !sizes[z].small)
             continue;
