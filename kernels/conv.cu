@@ -500,7 +500,7 @@ constexpr size_t kIlSmemMax = 48 * 1024;
  *    per-sample border path (with one, the edge warps ran 20-30 times
  *    slower than the others).
  *  - The image goes in one wave of blocks, walks as long as that needs
- *    (186 rows at 8192x8192 RGB on an H100): every block does the same
+ *    (187 rows at 8192x8192 RGB on an H100): every block does the same
  *    work, so no SM idles in a tail, and the K - 1 extra input rows of a
  *    walk cost 2% (walks of 64 rows, about three waves: 5x5 0.277 against
  *    0.269 ms).
