@@ -84,7 +84,7 @@ all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 $(BUILD)/%.o: %.c lib/gimg.h $(wildcard lib/*.h) $(wildcard kernels/*.h) $(wildcard tests/*.h) $(BUILD)/config | $(BUILD)/dirs
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels/%.o: kernels/%.cu kernels/%.h lib/gimg.h $(BUILD)/config | $(BUILD)/dirs
+$(BUILD)/kernels/%.o: kernels/%.cu kernels/%.h $(wildcard kernels/*.cuh) lib/gimg.h $(BUILD)/config | $(BUILD)/dirs
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/dirs:

@@ -101,6 +101,7 @@
  *    they are a small share of such runs.
  */
 #include "conv.h"
+#include "launch.cuh"
 
 #include <algorithm>
 #include <climits>
@@ -552,7 +553,8 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
      * 1: one, in .x). Lanes past the row's end load its start instead:
      * their samples reach only edge lanes, which store nothing. */
     const bool own = x < n, outer = !edge && (lane == 0 || lane == 31);
-    const unsigned char *p = in + (size_t)max(y0 - R, 0) * in_pitch + (own ? x : 0);
+    const unsigned char *const in_x = in + (own ? x : 0);
+    const unsigned char *p = in_x + (size_t)max(y0 - R, 0) * in_pitch;
     const int extra_dx = lane == 0 ? -4 * HW : 16;
     /* Rows prefetched into L2 ahead of the load: three for 3x3 (six: 0.194
      * against 0.178 ms), none for 5x5, whose FMAs hide the loads (three, in
@@ -575,7 +577,7 @@ dense_rw_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned 
                 ex = make_uint2(0, 0);
                 return;
             }
-            row = in + (size_t)gy * in_pitch + (own ? x : 0);
+            row = in_x + (size_t)gy * in_pitch;
         }
         v = *reinterpret_cast<const uint4 *>(row);
         /* One load (two, predicated apart, would wait for each other). */
@@ -703,21 +705,18 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
     const long long blocks_x = (lanes + kRwThreads - 1) / kRwThreads;
     if (blocks_x > INT_MAX / (16 * kRwThreads))
         return cudaErrorInvalidValue;
-    int dev = 0, cc_major = 0, sms = 0, blocks_per_sm = 0;
-    cudaError_t err = cudaGetDevice(&dev);
+    gimg_launch::device_facts dev;
+    int blocks_per_sm = 0;
+    cudaError_t err = gimg_launch::current_device(&dev);
     if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, dense_rw_kernel<C, K>,
-                                                            kRwThreads, 0);
+        err = gimg_launch::blocks_per_sm((const void *)dense_rw_kernel<C, K>, dev.dev, kRwThreads,
+                                         0, &blocks_per_sm);
     if (err != cudaSuccess)
         return err;
     /* As many walks down each column as make one wave of resident blocks
      * (the image in one wave: every block does the same work, so none
      * waits for a tail), each at least kRwRows long. */
-    const long long walks = std::max(1LL, (long long)blocks_per_sm * sms / blocks_x);
+    const long long walks = std::max(1LL, (long long)blocks_per_sm * dev.sms / blocks_x);
     const int walk_rows = (int)std::max((long long)kRwRows, (H + walks - 1) / walks);
     const dim3 grid((unsigned)blocks_x, (unsigned)((H + walk_rows - 1) / walk_rows));
     if (grid.y > 65535)
@@ -745,7 +744,7 @@ cudaError_t launch_dense_rw(const gimg_cuda_plane &in, const gimg_cuda_plane &ou
     cfg.blockDim = dim3(256);
     cfg.stream = stream;
     cfg.attrs = &attr;
-    cfg.numAttrs = cc_major >= 9 ? 1 : 0;
+    cfg.numAttrs = dev.cc_major >= 9 ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, rw_edge_kernel<C, K>, d_in, in.pitch, d_out, out.pitch, W, H,
                               border, tap_offset, e, right0, samples);
 }

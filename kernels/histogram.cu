@@ -85,6 +85,7 @@
  */
 #include "histogram.h"
 #include "hist_internal.h"
+#include "launch.cuh"
 
 #include <cooperative_groups.h>
 #include <mutex>
@@ -469,37 +470,14 @@ template <typename T> kernel_fn pick_channels(int channels, int luma, int mode, 
 }
 
 /*
- * The launch set-up (raising a kernel's shared-memory limit, its occupancy,
- * the device's limits) costs several microseconds of API calls, as long as
- * the kernel itself on a 64 MB image: done once per kernel, shape and
- * device, and remembered.
+ * The launch set-up (raising a kernel's shared-memory limit, its occupancy
+ * in clusters) costs several microseconds of API calls, as long as the
+ * kernel itself on a 64 MB image: done once per kernel, shape and device,
+ * and remembered, as the device's limits are (launch.cuh).
  */
 struct config { kernel_fn k; int dev, threads; size_t smem; int cluster, resident; };
-std::mutex g_config_lock;
 config g_configs[64];
 int g_n_configs;
-struct limits { int dev, smem_max, sms, cc_major; };
-limits g_limits[16];
-int g_n_limits;
-
-cudaError_t device_limits(int dev, limits *out)
-{
-    std::lock_guard<std::mutex> hold(g_config_lock);
-    for (int i = 0; i < g_n_limits; i++)
-        if (g_limits[i].dev == dev) {
-            *out = g_limits[i];
-            return cudaSuccess;
-        }
-    cudaError_t e;
-    out->dev = dev;
-    if ((e = cudaDeviceGetAttribute(&out->smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) ||
-        (e = cudaDeviceGetAttribute(&out->sms, cudaDevAttrMultiProcessorCount, dev)) ||
-        (e = cudaDeviceGetAttribute(&out->cc_major, cudaDevAttrComputeCapabilityMajor, dev)))
-        return e;
-    if (g_n_limits < 16)
-        g_limits[g_n_limits++] = *out;
-    return cudaSuccess;
-}
 
 cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, int cluster,
                                  cudaStream_t stream, cudaLaunchAttribute *attr)
@@ -520,10 +498,10 @@ cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, int cluste
 
 /* How many blocks of kernel k run at once on device lim.dev, in clusters of
  * `cluster`; 0 where such clusters cannot run (then without clusters). */
-cudaError_t resident_blocks(kernel_fn k, const limits &lim, int threads, size_t smem,
+cudaError_t resident_blocks(kernel_fn k, const gimg_launch::device_facts &lim, int threads, size_t smem,
                             int cluster, int *resident)
 {
-    std::lock_guard<std::mutex> hold(g_config_lock);
+    std::lock_guard<std::mutex> hold(gimg_launch::cache_lock());
     for (int i = 0; i < g_n_configs; i++) {
         const config &c = g_configs[i];
         if (c.k == k && c.dev == lim.dev && c.threads == threads && c.smem == smem &&
@@ -581,9 +559,8 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
     const int cl = channels + (map->luma ? 1 : 0);
     const int n_slots = map->bins + GIMG_HIST_EXTRA_SLOTS;
     cudaError_t e;
-    int dev;
-    limits lim;
-    if ((e = cudaGetDevice(&dev)) || (e = device_limits(dev, &lim)))
+    gimg_launch::device_facts lim;
+    if ((e = gimg_launch::current_device(&lim)))
         return e;
     /* The path: replicated counters where they fit, else windows: of
      * pairs up to three channels (one read of each channel, all lanes
@@ -591,7 +568,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
      * block cost more than the 32-bit path's divided lanes (H100, 4096^2
      * RGBA 16-bit: 0.48 ms against 0.40). */
     if (replicas == 0)
-        replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_max ? 32
+        replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_optin ? 32
                    : cl <= 3                                                            ? kPairs
                                                                                         : 1;
     int window = n_slots, windows = 1, cpw = 0;
@@ -602,13 +579,13 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         const size_t slot_bytes = replicas == kPairs ? sizeof(uint16_t) : sizeof(uint32_t);
         window += replicas == kPairs ? window & 1 : 0;  /* whole words a channel */
         const size_t channel_bytes = slot_bytes * window;
-        if (channel_bytes <= (size_t)lim.smem_max) {
-            cpw = (int)((size_t)lim.smem_max / channel_bytes) < cl
-                      ? (int)((size_t)lim.smem_max / channel_bytes) : cl;
+        if (channel_bytes <= (size_t)lim.smem_optin) {
+            cpw = (int)((size_t)lim.smem_optin / channel_bytes) < cl
+                      ? (int)((size_t)lim.smem_optin / channel_bytes) : cl;
             windows = (cl + cpw - 1) / cpw;
             smem = cpw * channel_bytes;
         } else {
-            window = (int)((size_t)lim.smem_max / (slot_bytes * cl));
+            window = (int)((size_t)lim.smem_optin / (slot_bytes * cl));
             if (replicas == kPairs)
                 window &= ~1;
             if (window < 1)
@@ -624,7 +601,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
             return cudaErrorInvalidValue;  /* a few hundred slots: no merge to share */
         cluster = 1;
     }
-    if (smem > (size_t)lim.smem_max || (cluster > 1 && lim.cc_major < 9))
+    if (smem > (size_t)lim.smem_optin || (cluster > 1 && lim.cc_major < 9))
         return cudaErrorInvalidValue;
 
     kernel_fn k = sample_bytes == 1 ? pick_channels<uint8_t>(channels, map->luma, map->mode, replicas)

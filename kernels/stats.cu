@@ -78,6 +78,7 @@
  *    backend.
  */
 #include "stats.h"
+#include "launch.cuh"
 
 #include <math.h>
 #include <stdint.h>
@@ -596,16 +597,15 @@ cudaError_t launch(const void *d_a, size_t pitch_a, const void *d_b, size_t pitc
     if (g <= 0) {
         /* One full wave: every block resident at once, so none waits for
          * another to finish (the grid-stride loop balances the work). */
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaError_t e = cudaGetDevice(&dev);
+        gimg_launch::device_facts dev;
+        int per_sm = 0;
+        cudaError_t e = gimg_launch::current_device(&dev);
         if (!e)
-            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (!e)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &per_sm, reduce_kernel<OpT<S, C>, S, C, M>, kThreads, 0);
+            e = gimg_launch::blocks_per_sm((const void *)reduce_kernel<OpT<S, C>, S, C, M>,
+                                           dev.dev, kThreads, 0, &per_sm);
         if (e)
             return e;
-        g = (long long)sms * (per_sm > 0 ? per_sm : 1);
+        g = (long long)dev.sms * (per_sm > 0 ? per_sm : 1);
     }
     if (g > kMaxBlocks)
         g = kMaxBlocks;
