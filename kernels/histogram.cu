@@ -16,15 +16,17 @@
  * the ceiling is the device's read bandwidth, about the copy's rate
  * counting read + write bytes (2.9 TB/s on an H100, 4.2 TB/s on an H200):
  * the target is CUB's DeviceHistogram or better on every channel count, on
- * random and on constant images alike. For 8-bit gray that is one shared
- * atomic per byte read, so at full bandwidth the shared-atomic unit, not
- * DRAM, is the first limit, and the instructions around each atomic must be
- * few (three for the default 8-bit histogram: extract, address, atomic).
- * Measured on an H100 at 8192x8192 (make bench), GB/s read: gray 2090
- * random / 2160 constant, RGB 2340 / 2580, RGBA 2670 / 2670 — 1.2x to 3x
- * CUB's DeviceHistogram and 1.4x to 3.1x nppiHistogramEven; RGB and RGBA
- * are at the shared-atomic unit's rate (about 11 increments per clock per
- * SM), gray near it plus the launch's fixed cost.
+ * random and on constant images alike, and twice nppiHistogramEven. For
+ * 8-bit gray that is one shared atomic per byte read, and ncu shows the
+ * default 8-bit histogram bound by instruction issue (77-88% issue-active
+ * on an H200, with five instructions a sample), not by the atomic unit:
+ * the instructions around each atomic must be few. The byte-addressed
+ * layout below takes one (prmt) besides the atomic.
+ * Measured at 8192x8192 (make bench, GB/s read; tests/bench/RESULTS.md):
+ * H200: gray 2700 random / 2770 constant, RGB 3390 / 3490, RGBA 3610 /
+ * 3650: 2.3x to 4.3x nppiHistogramEven except constant gray (1.8x: NPP
+ * reads a flat image fast, and a 64 MB read cannot be twice as fast as its
+ * 44 us), 1.4x to 4.2x CUB's DeviceHistogram.
  *
  * Why it is written this way
  *  - Privatized counters: each block counts into shared memory and adds its
@@ -34,15 +36,29 @@
  *    lives at word bin * 32 + r, so lane r only ever touches bank r. A warp's
  *    32 increments hit 32 different banks whatever the data: random data has
  *    no bank conflicts and a constant image (every lane on one bin) no
- *    same-address serialization. A constant image counts as fast as a
- *    random one. The merge reads the replicas rotated by the bin (lane t
- *    reads replica (r + t) % 32), so it is conflict-free too.
+ *    same-address serialization. The merge reads the replicas rotated by
+ *    the bin (lane t reads replica (r + t) % 32), so it is conflict-free too.
+ *  - Byte addresses for the default 8-bit histogram (256 bins, 32
+ *    replicas, no luma): channels in pairs, 256 bytes a slot, so that
+ *    counter (c, v, r) is the byte address (c >> 1, v, (c & 1) << 7 | r << 2)
+ *    and one prmt builds it from the sample's byte in the loaded word and
+ *    the lane's constant bytes. Two instructions a sample with the atomic,
+ *    against five (shift, mask, or, multiply-add, atomic): gray 1.2x, RGBA
+ *    1.2x faster on an H200, RGB 1.03x. Costs 64 KB of shared memory for
+ *    gray (twice the plain layout), 128 KB for RGB and RGBA.
+ *  - Flat areas: a whole unit (below) that repeats one pixel value is
+ *    counted with one atomic per channel (adding the unit's pixel count);
+ *    the test is a few word compares per unit. A constant image counts at
+ *    the speed of its loads, and real images' flat backgrounds get cheaper.
  *  - All channels in one pass over interleaved pixels: a thread takes a
  *    unit of whole pixels that is also whole 16-byte words — 16 bytes, or
  *    48 for RGB (16 pixels of 8-bit, 8 of 16-bit, 4 of float) — so each
  *    sample's channel is a compile-time constant and luma is computed from
  *    the pixel's own samples. Each thread loads all of its units for an
- *    iteration (4 words) before counting any, to keep loads in flight.
+ *    iteration (4 words) before counting any, and the next iteration's
+ *    while it counts, to keep loads in flight (an L2 prefetch two to four
+ *    iterations ahead, or a cp.async ring of three in shared memory, were
+ *    slower or no faster: RESULTS.md).
  *  - A grid sized to the device: as many blocks as fit at once
  *    (occupancy), striding over the image; more blocks would only add
  *    merges.
@@ -98,6 +114,7 @@ namespace {
 constexpr int kMaxThreads = 1024;
 constexpr int kWordsPerIter = 4;   /* 16-byte words each thread loads per iteration (gray, RGBA) */
 constexpr int kPairs = GIMG_CUDA_HIST_PAIRS;
+constexpr int kBytesReplicas = 32;  /* the replicas of the byte-addressed layout */
 constexpr int kMaxCluster = 8;     /* the portable cluster size */
 
 /* Threads a block at most: 1024, but 512 for pairs of two or more
@@ -134,6 +151,45 @@ template <typename T> __device__ __forceinline__ uint32_t raw_sample(const uint3
         return (w[i / 2] >> (16 * (i % 2))) & 0xffffu;
     else
         return w[i];
+}
+
+/* PTX prmt: byte n of the result is byte sel[n] (a selector nibble) of
+ * b:a, bytes 0-3 from a and 4-7 from b. */
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel)
+{
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+/* Whether a whole unit holds one pixel value, PPU times: whether its
+ * bytes repeat with the pixel's period (a black background, a flat sky, a
+ * constant image), checked on words, about one instruction per sample
+ * in four. */
+template <typename T, int C> __device__ __forceinline__ bool uniform_unit(const uint32_t *w)
+{
+    constexpr int PB = C * (int)sizeof(T);  /* pixel bytes */
+    if constexpr (C == 3) {                 /* 48 bytes: a period of 12, then of PB */
+        bool same = true;
+#pragma unroll
+        for (int k = 0; k + 3 < 12; k++)
+            same &= w[k] == w[k + 3];
+        if constexpr (PB == 3)              /* r g b r | g b r g | b r g b */
+            return same && w[0] == prmt(w[0], 0, 0x0210) && w[1] == prmt(w[0], 0, 0x1021) &&
+                   w[2] == prmt(w[0], 0, 0x2102);
+        else if constexpr (PB == 6)         /* r g | b r | g b */
+            return same && w[1] == prmt(w[1], w[0], 0x5410) && w[2] == prmt(w[0], w[1], 0x5432);
+        else
+            return same;
+    } else if constexpr (PB == 8) {
+        return w[0] == w[2] && w[1] == w[3];
+    } else {
+        const bool words = w[0] == w[1] && w[1] == w[2] && w[2] == w[3];
+        if constexpr (PB == 4)
+            return words;
+        else
+            return words && w[0] == __funnelshift_r(w[0], w[0], 8 * PB);
+    }
 }
 
 /*
@@ -177,11 +233,18 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     const int K = window, slot0 = cpw ? 0 : win * window;
     const int k_here = min(K, n_slots - slot0);       /* this window's slots */
     const int c0 = cpw ? win * cpw : 0, c1 = cpw ? min(CL, c0 + cpw) : CL;
-    const int n_words = (c1 - c0) * K * REPLICAS / SLOTS_PER_WORD;
-
-    for (int i = threadIdx.x; i < n_words; i += blockDim.x)
-        s_hist[i] = 0;
-    __syncthreads();
+    /* The default 8-bit histogram with 32 replicas (BYTES) lays channels
+     * out in pairs, 256 slots each: counter (c, v) of replica r is byte
+     *     (c >> 1) << 16 | v << 8 | (c & 1) << 7 | r << 2,
+     * whole bytes, so that one prmt assembles the address from the
+     * sample's byte and the lane's: two instructions a sample with the
+     * atomic (the generic layout takes five). */
+    constexpr bool BYTES =
+        sizeof(T) == 1 && MODE == GIMG_CUDA_HIST_IDENT && R == kBytesReplicas && !LUMA;
+    auto word_of = [&](int c, int k) {
+        return BYTES ? ((c >> 1) * 256 + k) * 64 + (c & 1) * 32 : (c * K + k) * R;
+    };
+    const int n_words = BYTES ? (CL + 1) / 2 * 256 * 64 : (c1 - c0) * K * REPLICAS / SLOTS_PER_WORD;
 
     const int lane = threadIdx.x & 31;
     uint32_t *const s_mine = s_hist + (R > 1 ? (lane & (R - 1)) : 0);
@@ -229,52 +292,85 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
         }
     };
 
-    /* Adds one to channel c's slot. */
-    auto count = [&](int c, uint32_t slot) {
+    /* Adds `add` (1 .. PPU) to channel c's slot. */
+    auto count = [&](int c, uint32_t slot, uint32_t add) {
         if constexpr (R > 1) {
-            atomicAdd(s_mine + (c * K + (int)slot) * R, 1u);
+            atomicAdd(s_mine + word_of(c, (int)slot), add);
         } else {
             const uint32_t k = slot - (uint32_t)slot0;
             if (c < c0 || c >= c1 || k >= (uint32_t)k_here)
                 return;  /* another window's */
-            if ((run[c] >> 15) == k && (run[c] & kRunCap) < kRunCap) {
-                run[c]++;
+            if ((run[c] >> 15) == k && (run[c] & kRunCap) + add <= kRunCap) {
+                run[c] += add;
             } else {
                 flush(c);
-                run[c] = k << 15 | 1u;
+                run[c] = k << 15 | add;
             }
         }
     };
 
-    /* Counts the first n pixels of a unit (n == PPU for a whole one). */
+    /* BYTES: bytes 0 and 1 of byte_base[c] are bytes 0 and 2 of channel
+     * c's counter addresses in this lane. */
+    unsigned char *const s_bytes = reinterpret_cast<unsigned char *>(s_hist);
+    uint32_t byte_base[C];
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        byte_base[c] = (uint32_t)(lane * 4 + (c & 1) * 128 + (c >> 1) * 256);
+
+    /* Counts pixel p of a unit `add` times. */
+    auto count_pixel = [&](const uint32_t *w, int p, uint32_t add) {
+        if constexpr (MODE == GIMG_CUDA_HIST_FLOAT) {
+            float s[C];
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                s[c] = __uint_as_float(raw_sample<T>(w, p * C + c));
+                count(c, gimg_hist_slot_of(s[c], m.lo, m.hi, m.width, m.bins, 1), add);
+            }
+            if constexpr (LUMA) {
+                const float y = C < 3 ? s[0] : gimg_luma_float(s[0], s[1], s[2]);
+                count(C, gimg_hist_slot_of(y, m.lo, m.hi, m.width, m.bins, 1), add);
+            }
+        } else {
+            uint32_t s[C];
+#pragma unroll
+            for (int c = 0; c < C; c++) {
+                s[c] = raw_sample<T>(w, p * C + c);
+                count(c, int_slot<MODE>(s[c], m), add);
+            }
+            if constexpr (LUMA) {
+                const uint32_t y = C < 3 ? s[0] : gimg_luma_int(s[0], s[1], s[2]);
+                count(C, int_slot<MODE>(y, m), add);
+            }
+        }
+    };
+
+    /* Counts the first n pixels of a unit (n == PPU for a whole one); a
+     * whole unit of one pixel value takes one count per channel. */
     auto count_unit = [&](const uint32_t *w, int n) {
+        if constexpr (PPU > 1) {
+            if (n == PPU && uniform_unit<T, C>(w)) {
+                count_pixel(w, 0, PPU);
+                return;
+            }
+        }
+        if constexpr (BYTES) {
+            if (n == PPU) {
+#pragma unroll
+                for (int k = 0; k < NW * 4; k++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {  /* address bytes: base, sample i, base, 0 */
+                        const int c = C == 3 ? (4 * k + i) % 3 : i % C;
+                        const uint32_t off = prmt(w[k], byte_base[c], 0x6504 | i << 4);
+                        atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + off), 1u);
+                    }
+                return;
+            }
+        }
 #pragma unroll
         for (int p = 0; p < PPU; p++) {
             if (p >= n)
                 break;
-            if constexpr (MODE == GIMG_CUDA_HIST_FLOAT) {
-                float s[C];
-#pragma unroll
-                for (int c = 0; c < C; c++) {
-                    s[c] = __uint_as_float(raw_sample<T>(w, p * C + c));
-                    count(c, gimg_hist_slot_of(s[c], m.lo, m.hi, m.width, m.bins, 1));
-                }
-                if constexpr (LUMA) {
-                    const float y = C < 3 ? s[0] : gimg_luma_float(s[0], s[1], s[2]);
-                    count(C, gimg_hist_slot_of(y, m.lo, m.hi, m.width, m.bins, 1));
-                }
-            } else {
-                uint32_t s[C];
-#pragma unroll
-                for (int c = 0; c < C; c++) {
-                    s[c] = raw_sample<T>(w, p * C + c);
-                    count(c, int_slot<MODE>(s[c], m));
-                }
-                if constexpr (LUMA) {
-                    const uint32_t y = C < 3 ? s[0] : gimg_luma_int(s[0], s[1], s[2]);
-                    count(C, int_slot<MODE>(y, m));
-                }
-            }
+            count_pixel(w, p, 1);
         }
     };
 
@@ -321,6 +417,13 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     unsigned base = (unsigned)group * blockDim.x * UNITS + threadIdx.x;
     uint32_t w[UNITS][NW * 4];
     int n[UNITS];
+    /* The first loads are in flight while the counters are cleared. */
+    if constexpr (MODE != GIMG_CUDA_HIST_FLOAT)
+        load(base, w, n);
+    for (int i = threadIdx.x; i < n_words; i += blockDim.x)
+        s_hist[i] = 0;
+    __syncthreads();
+
     if constexpr (MODE == GIMG_CUDA_HIST_FLOAT) {
         /* Float is bound by its double-precision division, not by memory:
          * no registers to spare for a second set of words. */
@@ -331,7 +434,6 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     } else {
         /* Software pipelined: the next iteration's loads are in flight
          * while this one's samples are counted. */
-        load(base, w, n);
         for (; base < total; base += step) {
             uint32_t w_next[UNITS][NW * 4];
             int n_next[UNITS];
@@ -358,7 +460,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
          * rotated so that a warp's reads fall in 32 different banks. */
         for (int i = threadIdx.x; i < CL * k_here; i += blockDim.x) {
             const int c = i / k_here, k = i - c * k_here;
-            const int word = (c * K + k) * R;
+            const int word = word_of(c, k);
             uint32_t sum = 0;
 #pragma unroll
             for (int r = 0; r < R; r++)
@@ -571,7 +673,11 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_optin ? 32
                    : cl <= 3                                                            ? kPairs
                                                                                         : 1;
-    int window = n_slots, windows = 1, cpw = 0;
+    /* The default 8-bit histogram counts 256 slots (never below, above or
+     * NaN); with 32 replicas the kernel addresses them by bytes (BYTES). */
+    const bool bytes = sample_bytes == 1 && map->mode == GIMG_CUDA_HIST_IDENT && !map->luma &&
+                       replicas == kBytesReplicas;
+    int window = bytes ? 256 : n_slots, windows = 1, cpw = 0;
     size_t smem = 0;
     if (replicas == 1 || replicas == kPairs) {
         /* Windows of whole channels where one channel's slots fit, else
@@ -596,7 +702,8 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         if (cluster == 0)
             cluster = lim.cc_major >= 9 ? kMaxCluster : 1;
     } else {
-        smem = (size_t)cl * window * replicas * sizeof(uint32_t);
+        smem = bytes ? (size_t)(cl + 1) / 2 * 256 * 64 * sizeof(uint32_t)
+                     : (size_t)cl * window * replicas * sizeof(uint32_t);
         if (cluster > 1)
             return cudaErrorInvalidValue;  /* a few hundred slots: no merge to share */
         cluster = 1;
