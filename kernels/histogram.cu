@@ -72,24 +72,29 @@
  *    of up to about 350 bins per channel) that is the path. Larger
  *    histograms (up to 65536 bins, e.g. the exact 16-bit histogram) take
  *    windows, one replica per counter:
- *     - 16-bit pairs (up to three channels): two counters share a 32-bit
+ *     - 16-bit pairs (up to three channels, and the exact 16-bit
+ *       histogram of four): two counters share a 32-bit
  *       word, so one channel's 65539 slots take 128 KB and a window is a
  *       whole channel: each window's blocks count only their channel's
  *       samples, every lane of every atomic busy. A half that reaches
  *       65536 carries; the atomic's old value shows it and the global
  *       counters take the correction (rare: 65536 counts of one slot in
  *       one block).
- *     - 32-bit counters (four channels): windows of slots of every
- *       channel (five for RGBA), lanes outside the window idle; measured
- *       faster there than pairs, which spill at 1024 threads a block and
- *       run 512.
+ *     - 32-bit counters (other histograms of four or five channels):
+ *       windows of slots of every channel, lanes outside the window idle;
+ *       measured faster there than pairs with runs, which spill at 1024
+ *       threads a block and run 512.
  *    The windows' blocks read the same data at about the same time, so the
  *    image comes from DRAM about once and from L2 for the other windows.
  *    A thread counts runs of one slot in registers (one atomic per run:
- *    a flat area costs almost nothing). On random 16-bit data the shared
- *    atomics hit random banks, about 2 increments per clock per SM
- *    against 11 for the replicated path: the exact 16-bit histogram is
- *    bound there, not by memory (H100, 8192x8192: gray 0.13 ms, 1 TB/s).
+ *    a flat area costs almost nothing), except for the exact 16-bit
+ *    histogram (pairs of the sample values themselves), which counts each
+ *    sample with a short address computation, its atomics 8 at a time, and
+ *    flat units at once. On random 16-bit data the shared atomics hit
+ *    random banks, several passes a warp: the exact 16-bit histogram is
+ *    bound there, not by memory (H100, 8192x8192: gray 0.076 ms, 1.8 TB/s;
+ *    RGB 0.44 ms, RGBA 1.0 ms, each window counting its channel's third or
+ *    quarter of the samples it reads).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
  *    blocks adding them all to global memory cost more than counting a
  *    4096x4096 image. On compute capability 9.0 the 8 blocks of a cluster
@@ -195,6 +200,27 @@ template <typename T, int C> __device__ __forceinline__ bool uniform_unit(const 
     }
 }
 
+/* A half of a pair wrapped (rare: 65536 counts of one slot in one block):
+ * g is the window's first global counter of the channel, k_here the
+ * window's slots. The word's value is the low count plus 65536 times the
+ * high one, modulo 2^32: a low half that wraps owes its slot 65536 and has
+ * carried one into the high half, and a word that wraps owes its high slot
+ * 65536. The global counters take the corrections. Not inlined: it is
+ * rare, and inlined at every sample it made the exact 16-bit kernel's
+ * code several times larger. */
+__device__ __noinline__ void pair_carried(unsigned long long *g, int k_here, int k, uint32_t add,
+                                          uint32_t old, int shift)
+{
+    if (shift == 0) {
+        atomicAdd(g + k, 65536ull);
+        if (k + 1 < k_here)
+            atomicAdd(g + k + 1, ~0ull);
+    }
+    if ((unsigned long long)old + ((unsigned long long)add << shift) > 0xffffffffull &&
+        (k | 1) < k_here)
+        atomicAdd(g + (k | 1), 65536ull);
+}
+
 /*
  * The counting kernel. T: sample type; C: channels; LUMA: count luma as
  * channel C; MODE: how integer samples find their slot (FLOAT for float);
@@ -252,21 +278,8 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     const int lane = threadIdx.x & 31;
     uint32_t *const s_mine = s_hist + (R > 1 ? (lane & (R - 1)) : 0);
 
-    /* A half of a pair wrapped (rare: 65536 counts of one slot in one
-     * block). The word's value is the low count plus 65536 times the high
-     * one, modulo 2^32: a low half that wraps owes its slot 65536 and has
-     * carried one into the high half, and a word that wraps owes its high
-     * slot 65536. The global counters take the corrections. */
     auto carried = [&](int c, int k, uint32_t add, uint32_t old, int shift) {
-        unsigned long long *const g = d_counts + (size_t)c * n_slots + slot0;
-        if (shift == 0) {
-            atomicAdd(g + k, 65536ull);
-            if (k + 1 < k_here)
-                atomicAdd(g + k + 1, ~0ull);
-        }
-        if ((unsigned long long)old + ((unsigned long long)add << shift) > 0xffffffffull &&
-            (k | 1) < k_here)
-            atomicAdd(g + (k | 1), 65536ull);
+        pair_carried(d_counts + (size_t)c * n_slots + slot0, k_here, k, add, old, shift);
     };
 
     /* The windowed paths count runs: each thread holds, per channel, a
@@ -279,12 +292,8 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
 #pragma unroll
     for (int c = 0; c < CL; c++)
         run[c] = 0;  /* slot 0, length 0 */
-    /* Adds channel c's run to its shared counter. */
-    auto flush = [&](int c) {
-        const int k = (int)(run[c] >> 15);
-        const uint32_t len = run[c] & kRunCap;
-        if (!len)
-            return;
+    /* Adds len to channel c's slot k of this window. */
+    auto add_to = [&](int c, int k, uint32_t len) {
         if constexpr (PAIRS) {
             const int shift = (k & 1) * 16;
             const uint32_t old = atomicAdd(s_hist + (((c - c0) * K + k) >> 1), len << shift);
@@ -294,11 +303,25 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
             atomicAdd(s_hist + (c - c0) * K + k, len);
         }
     };
+    /* Adds channel c's run to its shared counter. */
+    auto flush = [&](int c) {
+        if (run[c] & kRunCap)
+            add_to(c, (int)(run[c] >> 15), run[c] & kRunCap);
+    };
+    /* The exact 16-bit histogram in pairs (LEAN) counts without runs:
+     * random data gains nothing from them while paying compares and
+     * branches a sample, and flat areas are whole units of one value,
+     * counted at once. */
+    constexpr bool LEAN = PAIRS && MODE == GIMG_CUDA_HIST_IDENT;
 
     /* Adds `add` (1 .. PPU) to channel c's slot. */
     auto count = [&](int c, uint32_t slot, uint32_t add) {
         if constexpr (R > 1) {
             atomicAdd(s_mine + word_of(c, (int)slot), add);
+        } else if constexpr (LEAN) {
+            const uint32_t k = slot - (uint32_t)slot0;
+            if (c >= c0 && c < c1 && k < (uint32_t)k_here)
+                add_to(c, (int)k, add);
         } else {
             const uint32_t k = slot - (uint32_t)slot0;
             if (c < c0 || c >= c1 || k >= (uint32_t)k_here)
@@ -319,6 +342,12 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
 #pragma unroll
     for (int c = 0; c < C; c++)
         byte_base[c] = (uint32_t)(lane * 4 + (c & 1) * 128 + (c >> 1) * 256);
+
+    /* LEAN: channel c's pairs start at byte lean_base[c] of this window. */
+    uint32_t lean_base[C];
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        lean_base[c] = (uint32_t)((c - c0) * K * 2);
 
     /* Counts pixel p of a unit `add` times. */
     auto count_pixel = [&](const uint32_t *w, int p, uint32_t add) {
@@ -353,6 +382,45 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
         if constexpr (PPU > 1) {
             if (n == PPU && uniform_unit<T, C>(w)) {
                 count_pixel(w, 0, PPU);
+                return;
+            }
+        }
+        if constexpr (LEAN && !LUMA) {
+            if (n == PPU && cpw) {
+                /* Whole-channel windows: every slot of a counted channel is
+                 * in the window; the pair's byte address is the sample
+                 * doubled, rounded down to its word, plus the channel's.
+                 * The atomics of 8 samples go out before any old value is
+                 * looked at (one at a time: 1.35x slower), and only a
+                 * half found full takes the carry path. */
+                constexpr int B = 8;
+#pragma unroll
+                for (int j0 = 0; j0 < NW * 8; j0 += B) {
+                    uint32_t old[B];
+                    bool full = false;
+#pragma unroll
+                    for (int j = j0; j < j0 + B; j++) {
+                        const int c = j % C;
+                        const uint32_t v = j % 2 ? w[j / 2] >> 16 : w[j / 2] & 0xffffu;
+                        old[j - j0] = 0;
+                        if (c < c0 || c >= c1)
+                            continue;
+                        old[j - j0] = atomicAdd(
+                            reinterpret_cast<uint32_t *>(s_bytes + lean_base[c] + ((v << 1) & ~3u)),
+                            1u << (v & 1) * 16);
+                        full |= ((old[j - j0] >> (v & 1) * 16) & 0xffffu) == 0xffffu;
+                    }
+                    if (full) {
+#pragma unroll
+                        for (int j = j0; j < j0 + B; j++) {
+                            const int c = j % C;
+                            const uint32_t v = j % 2 ? w[j / 2] >> 16 : w[j / 2] & 0xffffu;
+                            const int shift = (int)(v & 1) * 16;
+                            if (c >= c0 && c < c1 && ((old[j - j0] >> shift) & 0xffffu) == 0xffffu)
+                                carried(c, (int)v, 1u, old[j - j0], shift);
+                        }
+                    }
+                }
                 return;
             }
         }
@@ -669,12 +737,14 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         return e;
     /* The path: replicated counters where they fit, else windows: of
      * pairs up to three channels (one read of each channel, all lanes
-     * busy), of 32-bit counters for four, where the pairs' 512 threads a
-     * block cost more than the 32-bit path's divided lanes (H100, 4096^2
-     * RGBA 16-bit: 0.48 ms against 0.40). */
+     * busy) and for the exact histogram of four (its lean count), of
+     * 32-bit counters for other histograms of four or five, where the
+     * pairs' 512 threads a block with runs cost more than the 32-bit
+     * path's divided lanes (H100, 4096^2 RGBA 16-bit: 0.48 ms against 0.40;
+     * lean pairs 0.29). */
     if (replicas == 0)
         replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_optin ? 32
-                   : cl <= 3                                                            ? kPairs
+                   : cl <= 3 || (cl == 4 && map->mode == GIMG_CUDA_HIST_IDENT)           ? kPairs
                                                                                         : 1;
     /* The default 8-bit histogram counts 256 slots (never below, above or
      * NaN); with 32 replicas the kernel addresses them by bytes (BYTES). */
