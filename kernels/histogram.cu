@@ -23,13 +23,13 @@
  * the instructions around each atomic must be few. The byte-addressed
  * layout below takes one (prmt) besides the atomic.
  * Measured at 8192x8192 (make bench, GB/s read; tests/bench/RESULTS.md):
- * H200: gray 2700 random / 2770 constant, RGB 3390 / 3490, RGBA 3610 /
- * 3650: 2.3x to 4.3x nppiHistogramEven except constant gray (1.8x: NPP
- * reads a flat image fast, and a 64 MB read cannot be twice as fast as its
- * 44 us), 1.4x to 4.2x CUB's DeviceHistogram. H100: gray 2140 / 2190,
- * RGB 2550 / 2550, RGBA 2670 / 2670, at its read bandwidth less the
- * call's fixed cost (1.5x to 3.1x NPP, 1.3x to 3.1x CUB); the byte
- * addresses change nothing there.
+ * H200: gray 2590 random / 2810 constant, RGB 3480 / 3500, RGBA 3750 /
+ * 3760: 2.2x to 4.4x nppiHistogramEven except constant gray (1.8x: NPP
+ * reads a flat image fast, and a 64 MB call cannot take half of its 42-45
+ * us), 1.4x to 4.3x CUB's DeviceHistogram. H100: gray 2210 / 2170, RGB
+ * 2600 / 2570, RGBA 2660 / 2660, at its read bandwidth less the call's
+ * fixed cost (1.5x to 3.1x NPP, 1.3x to 3.1x CUB); the byte addresses
+ * change nothing there.
  *
  * Why it is written this way
  *  - Privatized counters: each block counts into shared memory and adds its
