@@ -124,10 +124,13 @@ static unsigned byte_at(const unsigned char *b, size_t len, size_t i)
  * stb refuses more than 256). The segment at p (its length field) is read
  * as stb reads it: table after table until its length is used up, with
  * zeros past the end of the file. */
-static gimg_status dht_check(const unsigned char *b, size_t len, size_t p)
+static gimg_status dht_check(const unsigned char *b, size_t len, size_t p, unsigned *defined)
 {
     long left = (long)(byte_at(b, len, p) << 8 | byte_at(b, len, p + 1)) - 2;
     for (size_t q = p + 2; left > 0 && q < len;) {
+        const unsigned cls = b[q] >> 4, id = b[q] & 15;
+        if (cls <= 1 && id <= 3)
+            *defined |= 1u << (cls * 4 + id);
         unsigned codes = 0;
         for (size_t i = 1; i <= 16; i++)
             codes += byte_at(b, len, q + i);
@@ -140,10 +143,35 @@ static gimg_status dht_check(const unsigned char *b, size_t len, size_t p)
     return GIMG_OK;
 }
 
+/* JPEG: a scan whose components name a Huffman table that no DHT before
+ * it defined. stb decodes with the table it allocated and never filled
+ * (whatever malloc returned): found by fuzz_decode as an assertion in
+ * stbi__jpeg_huff_decode that fired or not from run to run. The SOS at p
+ * (its length field) uses its DC tables unless it is a progressive AC scan
+ * or DC refinement, and its AC tables unless it is a progressive DC scan;
+ * selectors over 3 are left to stb, which refuses them. */
+static gimg_status sos_check(const unsigned char *b, size_t len, size_t p, unsigned defined,
+                             int progressive)
+{
+    const unsigned n = byte_at(b, len, p + 2);
+    const unsigned ss = byte_at(b, len, p + 3 + 2 * n), ah = byte_at(b, len, p + 5 + 2 * n) >> 4;
+    const int dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
+    for (unsigned i = 0; i < n; i++) {
+        const unsigned t = byte_at(b, len, p + 4 + 2 * i), td = t >> 4, ta = t & 15;
+        if ((dc && td <= 3 && !(defined >> td & 1)) || (ac && ta <= 3 && !(defined >> (4 + ta) & 1)))
+            return gimg_fail(GIMG_E_FORMAT,
+                             "corrupt JPEG: a scan uses a Huffman table that no DHT defines");
+    }
+    return GIMG_OK;
+}
+
 /* Walks the markers as stb does, skipping entropy-coded data after each SOS
- * and, like stb, any stray bytes between segments, and checks every DHT. */
+ * and, like stb, any stray bytes between segments, and checks every DHT and
+ * SOS. */
 static gimg_status jpeg_check(const unsigned char *b, size_t len)
 {
+    unsigned defined = 0;                                /* bit class * 4 + id: DHT seen */
+    int progressive = 0;
     size_t p = 0;                                        /* fill bytes, then SOI */
     while (p + 1 < len) {
         if (b[p] != 0xFF) {
@@ -158,7 +186,11 @@ static gimg_status jpeg_check(const unsigned char *b, size_t len)
         if (m == 0xD9)
             return GIMG_OK;                              /* end of image */
         gimg_status st;
-        if (m == 0xC4 && (st = dht_check(b, len, p + 2)))
+        if (m == 0xC4 && (st = dht_check(b, len, p + 2, &defined)))
+            return st;
+        if (m == 0xC2)
+            progressive = 1;
+        if (m == 0xDA && (st = sos_check(b, len, p + 2, defined, progressive)))
             return st;
         p += 2 + (byte_at(b, len, p + 2) << 8 | byte_at(b, len, p + 3));
         if (m == 0xDA)                                   /* skip the entropy-coded data */

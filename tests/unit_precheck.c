@@ -2,7 +2,7 @@
  * unit_precheck — files stb_image 2.27 mishandles, refused by precheck.c:
  * HDR that hangs its loader (a zero-length run, which is what it reads past
  * the end of truncated run-length data), a JPEG Huffman table it would
- * overflow, and BMP/TGA whose missing pixels it would invent as zeros.
+ * overflow or one it would use undefined, and BMP/TGA whose missing pixels it would invent as zeros.
  * An alarm turns a hang into a failure instead of a stuck test run.
  */
 #include "gimg.h"
@@ -169,6 +169,43 @@ static void test_jpeg_huffman_overflow(void)
         CHECK(gimg_decode_memory(buf, len, &im) == GIMG_E_FORMAT, "decode accepted it");
         CHECK(strstr(gimg_last_error(), "Huffman") != NULL, "message: %s", gimg_last_error());
         gimg_image_free(&im);
+    }
+    free(buf);
+}
+
+/* Found by fuzz_decode: a scan that names a Huffman table no DHT defined,
+ * which stb decodes with uninitialized memory (an assertion that fired in
+ * some runs and not in others). Our JPEG's scan, its first component
+ * pointed at DC table 2, then at AC table 3: both refused; the file as
+ * written decodes. */
+static void test_jpeg_undefined_huffman(void)
+{
+    size_t len;
+    unsigned char *buf = encode(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, &len);
+    CHECK(buf != NULL, "encode: %s", gimg_last_error());
+    if (!buf)
+        return;
+    size_t sos = 0;
+    for (size_t i = 2; i + 7 < len && !sos; i++)
+        if (buf[i] == 0xFF && buf[i + 1] == 0xDA)
+            sos = i;
+    CHECK(sos != 0, "no SOS segment");
+    if (sos) {
+        gimg_image im;
+        CHECK(gimg_decode_memory(buf, len, &im) == GIMG_OK, "the written JPEG: %s",
+              gimg_last_error());
+        gimg_image_free(&im);
+        const unsigned char tables = buf[sos + 6];  /* component 1: DC << 4 | AC */
+        const unsigned char wrong[2] = {(unsigned char)(0x20 | (tables & 15)),
+                                        (unsigned char)((tables & 0xF0) | 3)};
+        for (int k = 0; k < 2; k++) {
+            buf[sos + 6] = wrong[k];
+            CHECK(gimg_decode_memory(buf, len, &im) == GIMG_E_FORMAT, "decode accepted %02x",
+                  wrong[k]);
+            CHECK(strstr(gimg_last_error(), "Huffman table that no DHT defines") != NULL,
+                  "message: %s", gimg_last_error());
+            gimg_image_free(&im);
+        }
     }
     free(buf);
 }
@@ -371,6 +408,7 @@ int main(void)
     RUN(test_truncated_tga);
     RUN(test_jpeg_huffman_overflow);
     RUN(test_jpeg_huffman_past_end);
+    RUN(test_jpeg_undefined_huffman);
     RUN(test_bmp_top_down);
     RUN(test_png_crc);
     RUN(test_png_trns_channels);
