@@ -148,19 +148,25 @@ static void test_truncated_tga(void)
     check_truncations(GIMG_FMT_TGA, 4, 18);
 }
 
+/* A 17x9 RGB JPEG of ours (the caller frees it) and the offset of its
+ * first `marker` segment in *at (0: none, reported). */
+static unsigned char *jpeg_with(unsigned marker, size_t *len, size_t *at)
+{
+    *at = 0;
+    unsigned char *buf = encode(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, len);
+    CHECK(buf != NULL, "encode: %s", gimg_last_error());
+    for (size_t i = 2; buf && i + 7 < *len && !*at; i++)
+        if (buf[i] == 0xFF && buf[i + 1] == marker)
+            *at = i;
+    CHECK(!buf || *at != 0, "no %02X segment", marker);
+    return buf;
+}
+
 /* A DHT segment whose 16 counts add up past 256 codes. */
 static void test_jpeg_huffman_overflow(void)
 {
-    size_t len;
-    unsigned char *buf = encode(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, &len);
-    CHECK(buf != NULL, "encode: %s", gimg_last_error());
-    if (!buf)
-        return;
-    size_t dht = 0;
-    for (size_t i = 2; i + 5 < len && !dht; i++)
-        if (buf[i] == 0xFF && buf[i + 1] == 0xC4)
-            dht = i;
-    CHECK(dht != 0, "no DHT segment");
+    size_t len, dht;
+    unsigned char *buf = jpeg_with(0xC4, &len, &dht);
     if (dht) {
         buf[dht + 5] = 0xFF;   /* the first table's count of 1-bit codes */
         gimg_image im;
@@ -180,16 +186,8 @@ static void test_jpeg_huffman_overflow(void)
  * written decodes. */
 static void test_jpeg_undefined_huffman(void)
 {
-    size_t len;
-    unsigned char *buf = encode(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, &len);
-    CHECK(buf != NULL, "encode: %s", gimg_last_error());
-    if (!buf)
-        return;
-    size_t sos = 0;
-    for (size_t i = 2; i + 7 < len && !sos; i++)
-        if (buf[i] == 0xFF && buf[i + 1] == 0xDA)
-            sos = i;
-    CHECK(sos != 0, "no SOS segment");
+    size_t len, sos;
+    unsigned char *buf = jpeg_with(0xDA, &len, &sos);
     if (sos) {
         gimg_image im;
         CHECK(gimg_decode_memory(buf, len, &im) == GIMG_OK, "the written JPEG: %s",
