@@ -7,7 +7,8 @@
 /* Refuses, for the formats stb_image decodes, what stb 2.27 handles badly,
  * without decoding anything (see precheck.c for each case):
  *   HDR:  truncated or zero-length runs (stb loops forever);
- *   JPEG: a Huffman table of more than 256 codes (stb writes out of bounds);
+ *   JPEG: a Huffman table of more than 256 codes (stb writes out of bounds),
+ *         a scan using a table no DHT defined (stb reads uninitialized memory);
  *   BMP, TGA: pixel data shorter than the header says (stb invents zeros);
  *   PNG:  chunks cut short, no IEND, bad CRCs (stb checks none).
  * GIMG_OK when stb may decode the file; other defects are left to stb. */
