@@ -123,6 +123,8 @@ constexpr int kMaxThreads = 1024;
 constexpr int kWordsPerIter = 4;   /* 16-byte words each thread loads per iteration (gray, RGBA) */
 constexpr int kPairs = GIMG_CUDA_HIST_PAIRS;
 constexpr int kBytesReplicas = 32;  /* the replicas of the byte-addressed layout */
+/* Shared words of the byte-addressed layout for cl channels (in pairs). */
+__host__ __device__ constexpr int bytes_words(int cl) { return (cl + 1) / 2 * 256 * 64; }
 constexpr int kMaxCluster = 8;     /* the portable cluster size */
 
 /* Threads a block at most: 1024, but 512 for pairs of two or more
@@ -273,7 +275,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     auto word_of = [&](int c, int k) {
         return BYTES ? ((c >> 1) * 256 + k) * 64 + (c & 1) * 32 : (c * K + k) * R;
     };
-    const int n_words = BYTES ? (CL + 1) / 2 * 256 * 64 : (c1 - c0) * K * REPLICAS / SLOTS_PER_WORD;
+    const int n_words = BYTES ? bytes_words(CL) : (c1 - c0) * K * REPLICAS / SLOTS_PER_WORD;
 
     const int lane = threadIdx.x & 31;
     uint32_t *const s_mine = s_hist + (R > 1 ? (lane & (R - 1)) : 0);
@@ -318,15 +320,13 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     auto count = [&](int c, uint32_t slot, uint32_t add) {
         if constexpr (R > 1) {
             atomicAdd(s_mine + word_of(c, (int)slot), add);
-        } else if constexpr (LEAN) {
-            const uint32_t k = slot - (uint32_t)slot0;
-            if (c >= c0 && c < c1 && k < (uint32_t)k_here)
-                add_to(c, (int)k, add);
         } else {
             const uint32_t k = slot - (uint32_t)slot0;
             if (c < c0 || c >= c1 || k >= (uint32_t)k_here)
                 return;  /* another window's */
-            if ((run[c] >> 15) == k && (run[c] & kRunCap) + add <= kRunCap) {
+            if constexpr (LEAN) {
+                add_to(c, (int)k, add);
+            } else if ((run[c] >> 15) == k && (run[c] & kRunCap) + add <= kRunCap) {
                 run[c] += add;
             } else {
                 flush(c);
@@ -401,23 +401,23 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
 #pragma unroll
                     for (int j = j0; j < j0 + B; j++) {
                         const int c = j % C;
-                        const uint32_t v = j % 2 ? w[j / 2] >> 16 : w[j / 2] & 0xffffu;
-                        old[j - j0] = 0;
+                        const uint32_t v = raw_sample<T>(w, j);
+                        const int shift = (int)(v & 1) * 16;
+                        old[j - j0] = 0;  /* another window's channel: never full */
                         if (c < c0 || c >= c1)
                             continue;
                         old[j - j0] = atomicAdd(
                             reinterpret_cast<uint32_t *>(s_bytes + lean_base[c] + ((v << 1) & ~3u)),
-                            1u << (v & 1) * 16);
-                        full |= ((old[j - j0] >> (v & 1) * 16) & 0xffffu) == 0xffffu;
+                            1u << shift);
+                        full |= ((old[j - j0] >> shift) & 0xffffu) == 0xffffu;
                     }
                     if (full) {
 #pragma unroll
                         for (int j = j0; j < j0 + B; j++) {
-                            const int c = j % C;
-                            const uint32_t v = j % 2 ? w[j / 2] >> 16 : w[j / 2] & 0xffffu;
+                            const uint32_t v = raw_sample<T>(w, j);
                             const int shift = (int)(v & 1) * 16;
-                            if (c >= c0 && c < c1 && ((old[j - j0] >> shift) & 0xffffu) == 0xffffu)
-                                carried(c, (int)v, 1u, old[j - j0], shift);
+                            if (((old[j - j0] >> shift) & 0xffffu) == 0xffffu)
+                                carried(j % C, (int)v, 1u, old[j - j0], shift);
                         }
                     }
                 }
@@ -775,7 +775,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         if (cluster == 0)
             cluster = lim.cc_major >= 9 ? kMaxCluster : 1;
     } else {
-        smem = bytes ? (size_t)(cl + 1) / 2 * 256 * 64 * sizeof(uint32_t)
+        smem = bytes ? (size_t)bytes_words(cl) * sizeof(uint32_t)
                      : (size_t)cl * window * replicas * sizeof(uint32_t);
         if (cluster > 1)
             return cudaErrorInvalidValue;  /* a few hundred slots: no merge to share */
