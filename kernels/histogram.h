@@ -39,14 +39,18 @@ cudaError_t gimg_cuda_hist(const void *d_img, size_t pitch_bytes, int width, int
                            int channels, int sample_bytes, const gimg_cuda_hist_map *map,
                            unsigned long long *d_counts, cudaStream_t stream);
 
-/* Replicas value of the windowed path whose shared counters are 16-bit
- * pairs (two to a 32-bit word, carries corrected in the global counters). */
-enum { GIMG_CUDA_HIST_PAIRS = -1 };
+/* Replicas values of the windowed paths whose shared counters are narrower
+ * than a word, carries corrected in the global counters: 16-bit pairs (two
+ * to a 32-bit word) and, for the exact 16-bit histogram only, 8-bit quads
+ * (four to a word: one channel's 65536 counters in 64 KB, so that three
+ * channels share one window). */
+enum { GIMG_CUDA_HIST_PAIRS = -1, GIMG_CUDA_HIST_QUADS = -2 };
 
 /* The same with the kernel's shape forced, for tests and the benchmark:
  * replicas of each shared counter (32, 16 or 8: replicated counters, 16 and
  * 8 only for 8-bit IDENT; 1: windows of 32-bit counters; GIMG_CUDA_HIST_PAIRS:
- * windows of 16-bit pairs; 0 = automatic), threads per block (0 = automatic)
+ * windows of 16-bit pairs; GIMG_CUDA_HIST_QUADS: windows of 8-bit quads, only
+ * for 16-bit IDENT; 0 = automatic), threads per block (0 = automatic)
  * and blocks a cluster (1 to 8, only for the windowed paths on compute
  * capability 9.0 and up; 0 = automatic: 8 there, else 1). Fails with
  * cudaErrorInvalidValue where the shape does not exist or does not fit. */

@@ -13,9 +13,9 @@
  * with bins and a range that do not divide evenly, 65536 bins (the
  * windowed path: several windows with luma); float images with NaN and
  * infinities; constant images; every forced kernel shape (replicas 32, 16,
- * 8, 1 and 16-bit pairs; clusters of 8, 3 and 1 blocks); flat 16-bit
- * images on which every block's 16-bit pair counters wrap many times; and
- * the public gimg_hist_compute() with --device gpu.
+ * 8, 1, 16-bit pairs and 8-bit quads; clusters of 8, 3 and 1 blocks); flat
+ * 16-bit images on which every block's pair and quad counters wrap many
+ * times; and the public gimg_hist_compute() with --device gpu.
  *
  *   gpudiff_hist [--small]     --small: sizes for compute-sanitizer runs
  */
@@ -255,7 +255,8 @@ static void test_constant(void)
 /* Every kernel shape the benchmark may pick, on one image per layout. */
 static void test_forced_shapes(void)
 {
-    static const int replicas[] = {32, 16, 8, 1, GIMG_CUDA_HIST_PAIRS};
+    static const int replicas[] = {32, 16, 8, 1, GIMG_CUDA_HIST_PAIRS, GIMG_CUDA_HIST_QUADS};
+    const size_t n_replicas = sizeof replicas / sizeof replicas[0];
     int w = g_small ? 45 : 517, h = g_small ? 13 : 300;
     for (size_t s = 0; s < 3; s++)
         for (int c = 1; c <= 4; c++) {
@@ -265,7 +266,7 @@ static void test_forced_shapes(void)
             gimg_hist_params p;
             for (int i = 0; params_for(k_samples[s], i, &p); i++)
                 for (int luma = 0; luma <= 1; luma++)
-                    for (size_t r = 0; r < 5; r++)
+                    for (size_t r = 0; r < n_replicas; r++)
                         for (size_t k = 0; k < (replicas[r] > 1 ? 1 : 3); k++) {
                             /* compute-sanitizer runs: one cluster size, 3 (uneven shares);
                              * the other tests take the automatic 8. */
@@ -285,19 +286,22 @@ static void test_forced_shapes(void)
 }
 
 /*
- * The pairs' carries: large flat 16-bit images on which each block counts
- * far more than 65536 of one slot, so that low halves, high halves and
- * whole words wrap many times: a value in a low half, one in a high half,
- * both halves of one word (in random order, lanes disagreeing, and in
- * alternate runs of 64, whole warps agreeing), and RGB with luma, whose
- * slots lie in several windows. Clusters of 8, 3 and 1.
+ * The narrow counters' carries: large flat 16-bit images on which each
+ * block counts far more than 65536 of one slot, so that the parts of a
+ * word (halves of pairs, bytes of quads) and whole words wrap many times:
+ * a value in a word's first part, one in its second, both (in random
+ * order, lanes disagreeing, and in alternate runs of 64, whole warps
+ * agreeing), all four slots of one word in random order (a quad's carry
+ * running on into full neighbours, and out of the word), RGB with luma,
+ * whose slots lie in several windows, and RGBA (quads: two windows of two
+ * channels). Pairs and quads, clusters of 8, 3 and 1.
  */
 static void test_pair_carries(void)
 {
     if (g_small)
         SKIP("--small");
-    for (int pattern = 0; pattern < 5; pattern++) {
-        const int c = pattern == 4 ? 3 : 1;
+    for (int pattern = 0; pattern < 7; pattern++) {
+        const int c = pattern == 4 ? 3 : pattern == 6 ? 4 : 1;
         gimg_image im;
         CHECK(gimg_image_alloc(&im, 8192, 4096, c, GIMG_U16) == GIMG_OK);
         uint64_t s = 0x9e3779b97f4a7c15ull + pattern;
@@ -310,15 +314,21 @@ static void test_pair_carries(void)
                        : pattern == 1 ? 1001
                        : pattern == 2 ? (uint16_t)(2000 + pick)
                        : pattern == 3 ? (uint16_t)(2000 + (i / 64) % 2)
-                                      : (uint16_t)(i % 3 == 0 ? 65535 : i % 3 == 1 ? 30001 : 40000);
+                       : pattern == 4 ? (uint16_t)(i % 3 == 0 ? 65535 : i % 3 == 1 ? 30001 : 40000)
+                       : pattern == 5 ? (uint16_t)(3000 + (s >> 62))
+                                      : (uint16_t)(i % 4 == 0 ? 65535 : i % 4 == 1 ? 3 : 5000 + (s >> 62));
             }
         }
         gimg_hist_params p = {65536, 0, 65536, c == 3};
-        for (size_t k = 0; k < 3; k++) {
-            char what[120];
-            snprintf(what, sizeof what, "flat pattern %d, cluster %d", pattern, k_clusters[k]);
-            check_one(&im, &p, GIMG_CUDA_HIST_PAIRS, k_clusters[k], what);
-        }
+        for (int quads = 0; quads <= 1; quads++)
+            for (size_t k = 0; k < 3; k++) {
+                char what[120];
+                snprintf(what, sizeof what, "flat pattern %d, %s, cluster %d", pattern,
+                         quads ? "quads" : "pairs", k_clusters[k]);
+                const int ran = check_one(&im, &p, quads ? GIMG_CUDA_HIST_QUADS : GIMG_CUDA_HIST_PAIRS,
+                                          k_clusters[k], what);
+                CHECK(ran != 0, "%s: no such shape", what);
+            }
         gimg_image_free(&im);
     }
 }

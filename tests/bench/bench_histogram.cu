@@ -409,7 +409,7 @@ static void bench_shapes(gimg_gpu *g)
  * 16-bit pairs, and clusters of 1 to 8 blocks. */
 static void bench_paths(gimg_gpu *g)
 {
-    const int P = GIMG_CUDA_HIST_PAIRS;
+    const int P = GIMG_CUDA_HIST_PAIRS, Q = GIMG_CUDA_HIST_QUADS;
     struct Case {
         const char *name; int c; gimg_sample s; gimg_hist_params p; bool constant; Shape sh;
     };
@@ -423,6 +423,8 @@ static void bench_paths(gimg_gpu *g)
         {"gray16 65536 bins", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
         {"gray16 65536 const", 1, GIMG_U16, {65536, 0, 65536, 0}, true, {}},
         {"gray16 65536 32-bit", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {1, 0, 0}},
+        {"gray16 65536 quads", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {Q, 0, 0}},
+        {"gray16 65536 quads const", 1, GIMG_U16, {65536, 0, 65536, 0}, true, {Q, 0, 0}},
         {"gray16 65536 cluster1", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 1}},
         {"gray16 65536 cluster2", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 2}},
         {"gray16 65536 cluster4", 1, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 4}},
@@ -430,8 +432,11 @@ static void bench_paths(gimg_gpu *g)
         {"rgb16 65536 bins", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
         {"rgb16 65536 32-bit", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {1, 0, 0}},
         {"rgb16 65536 cluster1", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 1}},
+        {"rgb16 65536 pairs", 3, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 0}},
+        {"rgb16 65536 const", 3, GIMG_U16, {65536, 0, 65536, 0}, true, {}},
         {"rgba16 65536 bins", 4, GIMG_U16, {65536, 0, 65536, 0}, false, {}},
         {"rgba16 65536 pairs", 4, GIMG_U16, {65536, 0, 65536, 0}, false, {P, 0, 0}},
+        {"rgba16 65536 const", 4, GIMG_U16, {65536, 0, 65536, 0}, true, {}},
         {"rgbf 256 bins", 3, GIMG_F32, {256, 0, 1, 0}, false, {}},
     };
     printf("\nOther paths (%dx%d, validated): ms, GB/s read\n", kSide / 2, kSide / 2);
