@@ -101,10 +101,10 @@
  *    sample with a short address computation, its atomics 8 at a time, and
  *    flat units at once. On random 16-bit data the shared atomics hit
  *    random banks, several passes a warp: the exact 16-bit histogram is
- *    bound there, not by memory (H100, 8192x8192, pairs: gray 0.076 ms,
- *    1.8 TB/s; RGB 0.44 ms, RGBA 1.0 ms, each window counting its
- *    channel's third or quarter of the samples it reads; quads: see
- *    tests/bench/RESULTS.md).
+ *    bound there, not by memory (H100, 8192x8192: gray in pairs 0.076-
+ *    0.084 ms, 1.6-1.8 TB/s; in quads RGB 0.29 ms, RGBA 0.56 ms, against
+ *    0.44 and 1.0 in pairs, whose windows count a third or a quarter of
+ *    the samples they read: tests/bench/RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
  *    blocks adding them all to global memory cost more than counting a
  *    4096x4096 image. On compute capability 9.0 the 8 blocks of a cluster
