@@ -247,6 +247,25 @@ __device__ __noinline__ void narrow_carried(unsigned long long *g, int k_here, i
     }
 }
 
+/* The exact 16-bit histogram's counter of the sample in half `upper` of
+ * the 32-bit word w: the byte offset of its word in the channel's counters
+ * (slot v at byte v * BITS / 8, rounded down to a word) and the add that
+ * counts one in it (1 << (v % (32 / BITS)) * BITS), each in two or three
+ * instructions straight from w (the generic form took five to seven). */
+template <int BITS>
+__device__ __forceinline__ void lean_counter(uint32_t w, bool upper, uint32_t *byte, uint32_t *add)
+{
+    if constexpr (BITS == 16) {  /* pairs: word v / 2, half v % 2 */
+        *byte = upper ? (w >> 15) & 0x1fffcu : (w << 1) & 0x1fffcu;
+        *add = upper ? max(w & 0x10000u, 1u) : (w & 1u) * 0xffffu + 1u;
+    } else {                     /* quads: word v / 4, byte v % 4 */
+        static_assert(BITS == 8, "pairs or quads");
+        *byte = upper ? (w >> 16) & 0xfffcu : w & 0xfffcu;
+        /* a funnel shift takes its count modulo 32: (w << 3) % 32 is (v % 4) * 8 */
+        *add = upper ? 1u << ((w >> 13) & 24u) : __funnelshift_l(0u, 1u, w << 3);
+    }
+}
+
 /*
  * The counting kernel. T: sample type; C: channels; LUMA: count luma as
  * channel C; MODE: how integer samples find their slot (FLOAT for float);
@@ -381,12 +400,16 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     for (int c = 0; c < C; c++)
         byte_base[c] = (uint32_t)(lane * 4 + (c & 1) * 128 + (c >> 1) * 256);
 
-    /* LEAN: channel c's counters start at byte lean_base[c] of this window. */
+    /* LEAN: channel c's counters start at byte lean_base[c] of this
+     * window, and are counted in it where lean_in[c]. */
     constexpr int SLOT_BYTES = BITS / 8;
     uint32_t lean_base[C];
+    bool lean_in[C];
 #pragma unroll
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
         lean_base[c] = (uint32_t)((c - c0) * K * SLOT_BYTES);
+        lean_in[c] = c >= c0 && c < c1;
+    }
 
     /* Counts pixel p of a unit `add` times. */
     auto count_pixel = [&](const uint32_t *w, int p, uint32_t add) {
@@ -427,37 +450,33 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
         if constexpr (LEAN && !LUMA) {
             if (n == PPU && cpw) {
                 /* Whole-channel windows: every slot of a counted channel is
-                 * in the window; the counter's word is at the sample times
-                 * the counter's bytes, rounded down to a word, plus the
-                 * channel's.
-                 * The atomics of 8 samples go out before any old value is
-                 * looked at (one at a time: 1.35x slower), and only a
-                 * half found full takes the carry path. */
+                 * in the window. The atomics of 8 samples go out before any
+                 * old value is looked at (one at a time: 1.35x slower). The
+                 * old values are or-ed and checked once for a counter in its
+                 * upper half (on random data: never); only then is each
+                 * checked for a full counter, which takes the carry path. */
+                static_assert(sizeof(T) == 2, "the exact histogram of 16-bit samples");
                 constexpr int B = 8;
+                constexpr uint32_t kUpperHalf = PAIRS ? 0x80008000u : 0x80808080u;
 #pragma unroll
                 for (int j0 = 0; j0 < NW * 8; j0 += B) {
-                    uint32_t old[B];
-                    bool full = false;
+                    uint32_t old[B], seen = 0;
 #pragma unroll
                     for (int j = j0; j < j0 + B; j++) {
-                        const int c = j % C;
-                        const uint32_t v = raw_sample<T>(w, j);
-                        const int shift = (int)(v & (SLOTS_PER_WORD - 1)) * BITS;
-                        old[j - j0] = 0;  /* another window's channel: never full */
-                        if (c < c0 || c >= c1)
+                        if (!lean_in[j % C])
                             continue;
+                        uint32_t byte, add;
+                        lean_counter<BITS>(w[j / 2], j & 1, &byte, &add);
                         old[j - j0] = atomicAdd(
-                            reinterpret_cast<uint32_t *>(s_bytes + lean_base[c] +
-                                                         ((v * SLOT_BYTES) & ~3u)),
-                            1u << shift);
-                        full |= ((old[j - j0] >> shift) & MASK) == MASK;
+                            reinterpret_cast<uint32_t *>(s_bytes + lean_base[j % C] + byte), add);
+                        seen |= old[j - j0];
                     }
-                    if (full) {
+                    if (seen & kUpperHalf) {
 #pragma unroll
                         for (int j = j0; j < j0 + B; j++) {
                             const uint32_t v = raw_sample<T>(w, j);
                             const int shift = (int)(v & (SLOTS_PER_WORD - 1)) * BITS;
-                            if (((old[j - j0] >> shift) & MASK) == MASK)
+                            if (lean_in[j % C] && ((old[j - j0] >> shift) & MASK) == MASK)
                                 carried(j % C, (int)v, 1u, old[j - j0]);
                         }
                     }
