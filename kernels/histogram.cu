@@ -97,14 +97,16 @@
  *    image comes from DRAM about once and from L2 for the other windows.
  *    A thread counts runs of one slot in registers (one atomic per run:
  *    a flat area costs almost nothing), except for the exact 16-bit
- *    histogram (pairs of the sample values themselves), which counts each
- *    sample with a short address computation, its atomics 8 at a time, and
- *    flat units at once. On random 16-bit data the shared atomics hit
- *    random banks, several passes a warp: the exact 16-bit histogram is
- *    bound there, not by memory (H100, 8192x8192: gray in pairs 0.076-
- *    0.084 ms, 1.6-1.8 TB/s; in quads RGB 0.29 ms, RGBA 0.56 ms, against
- *    0.44 and 1.0 in pairs, whose windows count a third or a quarter of
- *    the samples they read: tests/bench/RESULTS.md).
+ *    histogram (pairs or quads of the sample values themselves), which
+ *    takes each sample's counter and add straight from the loaded word,
+ *    issues its atomics 8 at a time, and counts flat units at once. What
+ *    bounds it is not the shared atomics (random words: 9 a clock an SM
+ *    in a microbenchmark on an H100, against 3.5 in the kernel) but
+ *    instruction issue and load latency at 32 warps an SM (2.2 TB/s while
+ *    counting), plus a fixed cost: the cluster merge's global atomics
+ *    (about 8 us at 8192x8192), the counters' memset and the launch.
+ *    8192x8192, H100 / H200: gray in pairs 0.076 / 0.070 ms, RGB in quads
+ *    0.26 / 0.26, RGBA 0.53 / 0.50 (tests/bench/RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
  *    blocks adding them all to global memory cost more than counting a
  *    4096x4096 image. On compute capability 9.0 the 8 blocks of a cluster
