@@ -101,7 +101,7 @@
  *    takes each sample's counter and add straight from the loaded word,
  *    issues its atomics 8 at a time, and counts flat units at once. What
  *    bounds it is not the shared atomics (random words: 9 a clock an SM
- *    in a microbenchmark on an H100, against 3.5 in the kernel) but
+ *    in a microbenchmark on an H100; the kernel counts under half that) but
  *    instruction issue and load latency at 32 warps an SM (2.2 TB/s while
  *    counting), plus a fixed cost: the cluster merge's global atomics
  *    (about 8 us at 8192x8192), the counters' memset and the launch.
@@ -252,7 +252,7 @@ __device__ __noinline__ void narrow_carried(unsigned long long *g, int k_here, i
 /* The exact 16-bit histogram's counter of the sample in half `upper` of
  * the 32-bit word w: the byte offset of its word in the channel's counters
  * (slot v at byte v * BITS / 8, rounded down to a word) and the add that
- * counts one in it (1 << (v % (32 / BITS)) * BITS), each in two or three
+ * counts one in it (1 << ((v % (32 / BITS)) * BITS)), each in two or three
  * instructions straight from w (the generic form took five to seven). */
 template <int BITS>
 __device__ __forceinline__ void lean_counter(uint32_t w, bool upper, uint32_t *byte, uint32_t *add)
@@ -830,7 +830,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
     if (replicas == 0)
         replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_optin ? 32
                    : exact16 && cl > 1                                                   ? kQuads
-                   : cl <= 3 || (cl == 4 && exact16)                                     ? kPairs
+                   : cl <= 3                                                             ? kPairs
                                                                                         : 1;
     if (replicas == kQuads && !exact16)
         return cudaErrorInvalidValue;
