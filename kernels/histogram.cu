@@ -313,6 +313,8 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     const int K = window, slot0 = cpw ? 0 : win * window;
     const int k_here = min(K, n_slots - slot0);       /* this window's slots */
     const int c0 = cpw ? win * cpw : 0, c1 = cpw ? min(CL, c0 + cpw) : CL;
+    /* Whether channel c is counted in this window. */
+    auto in_window = [&](int c) { return c >= c0 && c < c1; };
     /* The default 8-bit histogram with 32 replicas (BYTES) lays channels
      * out in pairs, 256 slots each: counter (c, v) of replica r is byte
      *     (c >> 1) << 16 | v << 8 | (c & 1) << 7 | r << 2,
@@ -373,7 +375,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
             atomicAdd(s_mine + word_of(c, (int)slot), add);
         } else {
             const uint32_t k = slot - (uint32_t)slot0;
-            if (c < c0 || c >= c1 || k >= (uint32_t)k_here)
+            if (!in_window(c) || k >= (uint32_t)k_here)
                 return;  /* another window's */
             if constexpr (LEAN) {
                 /* Quads count whole flat units in runs too: adding 8 at a
@@ -402,16 +404,12 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     for (int c = 0; c < C; c++)
         byte_base[c] = (uint32_t)(lane * 4 + (c & 1) * 128 + (c >> 1) * 256);
 
-    /* LEAN: channel c's counters start at byte lean_base[c] of this
-     * window, and are counted in it where lean_in[c]. */
+    /* LEAN: channel c's counters start at byte lean_base[c] of this window. */
     constexpr int SLOT_BYTES = BITS / 8;
     uint32_t lean_base[C];
-    bool lean_in[C];
 #pragma unroll
-    for (int c = 0; c < C; c++) {
+    for (int c = 0; c < C; c++)
         lean_base[c] = (uint32_t)((c - c0) * K * SLOT_BYTES);
-        lean_in[c] = c >= c0 && c < c1;
-    }
 
     /* Counts pixel p of a unit `add` times. */
     auto count_pixel = [&](const uint32_t *w, int p, uint32_t add) {
@@ -465,7 +463,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
                     uint32_t old[B], seen = 0;
 #pragma unroll
                     for (int j = j0; j < j0 + B; j++) {
-                        if (!lean_in[j % C])
+                        if (!in_window(j % C))
                             continue;
                         uint32_t byte, add;
                         lean_counter<BITS>(w[j / 2], j & 1, &byte, &add);
@@ -478,7 +476,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
                         for (int j = j0; j < j0 + B; j++) {
                             const uint32_t v = raw_sample<T>(w, j);
                             const int shift = (int)(v & (SLOTS_PER_WORD - 1)) * BITS;
-                            if (lean_in[j % C] && ((old[j - j0] >> shift) & MASK) == MASK)
+                            if (in_window(j % C) && ((old[j - j0] >> shift) & MASK) == MASK)
                                 carried(j % C, (int)v, 1u, old[j - j0]);
                         }
                     }
