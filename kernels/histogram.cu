@@ -404,12 +404,18 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     for (int c = 0; c < C; c++)
         byte_base[c] = (uint32_t)(lane * 4 + (c & 1) * 128 + (c >> 1) * 256);
 
-    /* LEAN: channel c's counters start at byte lean_base[c] of this window. */
+    /* LEAN: channel c's counters start at byte lean_base[c] of this
+     * window, and are counted in it where lean_in[c]. Held in an array:
+     * in_window() tested at each sample made RGBA (two windows) 7%
+     * slower (H100, 8192^2: 0.534 ms against 0.497). */
     constexpr int SLOT_BYTES = BITS / 8;
     uint32_t lean_base[C];
+    bool lean_in[C];
 #pragma unroll
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
         lean_base[c] = (uint32_t)((c - c0) * K * SLOT_BYTES);
+        lean_in[c] = in_window(c);
+    }
 
     /* Counts pixel p of a unit `add` times. */
     auto count_pixel = [&](const uint32_t *w, int p, uint32_t add) {
@@ -463,7 +469,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
                     uint32_t old[B], seen = 0;
 #pragma unroll
                     for (int j = j0; j < j0 + B; j++) {
-                        if (!in_window(j % C))
+                        if (!lean_in[j % C])
                             continue;
                         uint32_t byte, add;
                         lean_counter<BITS>(w[j / 2], j & 1, &byte, &add);
@@ -476,7 +482,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
                         for (int j = j0; j < j0 + B; j++) {
                             const uint32_t v = raw_sample<T>(w, j);
                             const int shift = (int)(v & (SLOTS_PER_WORD - 1)) * BITS;
-                            if (in_window(j % C) && ((old[j - j0] >> shift) & MASK) == MASK)
+                            if (lean_in[j % C] && ((old[j - j0] >> shift) & MASK) == MASK)
                                 carried(j % C, (int)v, 1u, old[j - j0]);
                         }
                     }
