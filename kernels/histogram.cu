@@ -23,18 +23,25 @@
  * the instructions around each atomic must be few. The byte-addressed
  * layout below takes one (prmt) besides the atomic.
  * Measured at 8192x8192 (make bench, GB/s read; tests/bench/RESULTS.md):
- * H200: gray 2590 random / 2810 constant, RGB 3480 / 3500, RGBA 3750 /
- * 3760: 2.2x to 4.4x nppiHistogramEven except constant gray (1.8x: NPP
+ * H200: gray 2730 random / 2900 constant, RGB 3620 / 3670, RGBA 3740 /
+ * 3810: 2.2x to 4.4x nppiHistogramEven except constant gray (1.8x: NPP
  * reads a flat image fast, and a 64 MB call cannot take half of its 42-45
- * us), 1.4x to 4.3x CUB's DeviceHistogram. H100: gray 2210 / 2170, RGB
- * 2600 / 2570, RGBA 2660 / 2660, at its read bandwidth less the call's
- * fixed cost (1.5x to 3.1x NPP, 1.3x to 3.1x CUB); the byte addresses
- * change nothing there.
+ * us), 1.3x to 4.4x CUB's DeviceHistogram. H100 (before the kernel
+ * cleared its own counters): gray 2210 / 2170, RGB 2600 / 2570, RGBA
+ * 2660 / 2660, at its read bandwidth less the call's fixed cost (1.5x to
+ * 3.1x NPP, 1.3x to 3.1x CUB); the byte addresses change nothing there.
  *
  * Why it is written this way
  *  - Privatized counters: each block counts into shared memory and adds its
  *    counts to the global 64-bit counters once, at the end (only non-zero
  *    ones), so global atomics are a few per bin per block.
+ *  - The kernel clears the global counters itself, a few blocks a share
+ *    while the others start counting, rather than a cudaMemsetAsync before
+ *    it: one launch a call instead of two. The memset cost 3-4 us a call
+ *    for RGB and RGBA (H200, 8192x8192: RGB 0.060 -> 0.055 ms, RGBA 0.075
+ *    -> 0.071) and about 1 us for gray. A kernel started early by
+ *    programmatic dependent launch after a clearing kernel of its own saved
+ *    nothing: the second launch costs what the memset did.
  *  - Replicated counters, one replica per lane (R = 32): counter (bin, r)
  *    lives at word bin * 32 + r, so lane r only ever touches bank r. A warp's
  *    32 increments hit 32 different banks whatever the data: random data has
@@ -104,7 +111,7 @@
  *    in a microbenchmark on an H100; the kernel counts under half that) but
  *    instruction issue and load latency at 32 warps an SM (2.2 TB/s while
  *    counting), plus a fixed cost: the cluster merge's global atomics
- *    (about 8 us at 8192x8192), the counters' memset and the launch.
+ *    (about 8 us at 8192x8192) and the launch.
  *    8192x8192, H100 / H200: gray in pairs 0.076 / 0.070 ms, RGB in quads
  *    0.26 / 0.26, RGBA 0.53 / 0.50 (tests/bench/RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
@@ -219,6 +226,41 @@ template <typename T, int C> __device__ __forceinline__ bool uniform_unit(const 
     }
 }
 
+/* The global counters are cleared by the counting kernel itself (see the
+ * file's head for why), ordered by the caller's sync words, zero before
+ * the call and zero again after it: each block takes a ticket as it
+ * starts; the first `clearers` to start each clear a share of the counters
+ * and then count themselves in; a block waits for all of them before its
+ * first global write, which comes after most of its counting (a narrow
+ * counter's carry may come sooner, and waits too); and the last block to
+ * finish sets the words back to zero. The blocks waited for have
+ * started, so the wait ends whatever else the device runs. */
+enum { kStarted, kCleared, kDone };  /* the sync words */
+static_assert(GIMG_CUDA_HIST_SYNC_BYTES >= (kDone + 1) * sizeof(unsigned),
+              "room for the sync words");
+constexpr int kClearShare = 8192;    /* counters a clearing block takes at most */
+constexpr size_t kTicketSmem = 16;   /* the kernel's static shared memory (s_ticket), aligned */
+
+/* How many blocks of a grid of `blocks` clear `counts` counters. */
+__device__ __forceinline__ unsigned clearers_of(unsigned blocks, int counts)
+{
+    return min(blocks, (unsigned)(counts + kClearShare - 1) / kClearShare);
+}
+
+/* Until every clearing block is done (need: how many; 0: nothing to wait for). */
+__device__ __forceinline__ void wait_cleared(const unsigned *d_sync, unsigned need)
+{
+    if (!need)
+        return;
+    unsigned seen;
+    do
+        asm volatile("ld.acquire.gpu.u32 %0, [%1];"
+                     : "=r"(seen)
+                     : "l"(d_sync + kCleared)
+                     : "memory");
+    while (seen < need);
+}
+
 /* A narrow counter wrapped (rare: 65536 counts of one slot in one block
  * for pairs, 256 for quads): the atomic added `add` to slot k's `bits`-wide
  * part of the word that held `old`. A word holds its counters modulo 2^32,
@@ -227,15 +269,18 @@ template <typename T, int C> __device__ __forceinline__ bool uniform_unit(const 
  * is its shared value plus what the global counters took for it: here, for
  * every part from k's up, what was meant (add for k, nothing for the
  * others) less what the part changed by. g is the window's first global
- * counter of the channel, k_here the window's slots. Not inlined: it is
+ * counter of the channel, k_here the window's slots; like every global
+ * write it waits for the counters' clearing (d_sync, clearers: see
+ * above). Not inlined: it is
  * rare, and inlined at every sample it made the exact 16-bit kernel's code
  * 70% larger; written for BITS at compile time and in 32-bit integers, as
  * a call to a function of more registers made the 16-bit gray kernel
  * spill more (164 bytes against 44, 1024 threads of 64 registers). */
 template <int BITS>
 __device__ __noinline__ void narrow_carried(unsigned long long *g, int k_here, int k, uint32_t add,
-                                            uint32_t old)
+                                            uint32_t old, const unsigned *d_sync, unsigned clearers)
 {
+    wait_cleared(d_sync, clearers);
     constexpr int PER_WORD = 32 / BITS;
     constexpr uint32_t MASK = BITS >= 32 ? ~0u : (1u << (BITS % 32)) - 1u;
     const int part = k & (PER_WORD - 1), k0 = k - part;
@@ -291,9 +336,10 @@ template <typename T, int C, bool LUMA, int MODE, int R>
 __global__ void __launch_bounds__(max_threads(R, C + (LUMA ? 1 : 0)), 1)
 hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H, Map m,
             int n_slots, int window, int windows, int cpw, int cluster,
-            unsigned long long *__restrict__ d_counts)
+            unsigned long long *__restrict__ d_counts, unsigned *__restrict__ d_sync, int clear)
 {
     extern __shared__ uint32_t s_hist[];
+    __shared__ unsigned s_ticket;
     constexpr int CL = C + (LUMA ? 1 : 0);
     constexpr int PB = C * (int)sizeof(T);           /* pixel bytes */
     constexpr int UB = C == 3 ? 48 : 16;              /* unit bytes */
@@ -329,10 +375,14 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     const int n_words = BYTES ? bytes_words(CL) : (c1 - c0) * K * REPLICAS / SLOTS_PER_WORD;
 
     const int lane = threadIdx.x & 31;
+    const unsigned clearers = clear ? clearers_of(gridDim.x, CL * n_slots) : 0u;
+    if (clear && threadIdx.x == 0)
+        s_ticket = atomicAdd(d_sync + kStarted, 1u);
     uint32_t *const s_mine = s_hist + (R > 1 ? (lane & (R - 1)) : 0);
 
     auto carried = [&](int c, int k, uint32_t add, uint32_t old) {
-        narrow_carried<BITS>(d_counts + (size_t)c * n_slots + slot0, k_here, k, add, old);
+        narrow_carried<BITS>(d_counts + (size_t)c * n_slots + slot0, k_here, k, add, old, d_sync,
+                             clearers);
     };
 
     /* The windowed paths count runs: each thread holds, per channel, a
@@ -560,6 +610,16 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
     for (int i = threadIdx.x; i < n_words; i += blockDim.x)
         s_hist[i] = 0;
     __syncthreads();
+    if (clear && s_ticket < clearers) {
+        const int n_counts = CL * n_slots, share = (n_counts + (int)clearers - 1) / (int)clearers;
+        const int end = min(n_counts, ((int)s_ticket + 1) * share);
+        for (int i = (int)s_ticket * share + threadIdx.x; i < end; i += blockDim.x)
+            d_counts[i] = 0;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0)
+            atomicAdd(d_sync + kCleared, 1u);
+    }
 
     if constexpr (MODE == GIMG_CUDA_HIST_FLOAT) {
         /* Float is bound by its double-precision division, not by memory:
@@ -585,6 +645,9 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
             }
         }
     }
+    if (threadIdx.x == 0)
+        wait_cleared(d_sync, clearers);
+    __syncthreads();  /* everything below may write the global counters */
     if constexpr (QUADS) {
         /* The last runs of quads: a flat image leaves every thread a run of
          * one slot, hundreds long, that would wrap its 8-bit counter and
@@ -665,10 +728,21 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
             cl.sync();  /* no block leaves while its peers read its counters */
 #endif
     }
+    if (clear) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            if (atomicAdd(d_sync + kDone, 1u) == gridDim.x - 1) {  /* the last block */
+                d_sync[kStarted] = 0;
+                d_sync[kCleared] = 0;
+                d_sync[kDone] = 0;
+            }
+        }
+    }
 }
 
 typedef void (*kernel_fn)(const unsigned char *, size_t, int, int, Map, int, int, int, int,
-                          int, unsigned long long *);
+                          int, unsigned long long *, unsigned *, int);
 
 template <typename T, int C, bool LUMA, int MODE>
 kernel_fn pick_r(int replicas)
@@ -806,10 +880,12 @@ cudaError_t resident_blocks(kernel_fn k, const gimg_launch::device_facts &lim, i
 extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_bytes, int width,
                                              int height, int channels, int sample_bytes,
                                              const gimg_cuda_hist_map *map,
-                                             unsigned long long *d_counts, int replicas,
-                                             int threads, int cluster, cudaStream_t stream)
+                                             unsigned long long *d_counts, unsigned *d_sync,
+                                             int replicas, int threads, int cluster,
+                                             cudaStream_t stream)
 {
     if (width < 1 || height < 1 || channels < 1 || channels > 4 || pitch_bytes % 16 ||
+        !d_sync || (uintptr_t)d_sync % sizeof(unsigned) ||
         (uintptr_t)d_img % 16 || map->bins < 1 || map->bins > GIMG_HIST_MAX_BINS ||
         (size_t)width * channels * sample_bytes > pitch_bytes || cluster < 0 ||
         cluster > kMaxCluster ||
@@ -821,6 +897,9 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
     gimg_launch::device_facts lim;
     if ((e = gimg_launch::current_device(&lim)))
         return e;
+    /* The counters' room: the block's opt-in shared memory less the
+     * kernel's own ticket word (aligned). */
+    const size_t room = (size_t)lim.smem_optin - kTicketSmem;
     /* The path: replicated counters where they fit, else windows: of
      * quads for the exact 16-bit histogram of two or more channels (three
      * channels' counters in one window, so each sample is read once per
@@ -832,7 +911,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
      * lean pairs 0.29). */
     const bool exact16 = map->mode == GIMG_CUDA_HIST_IDENT && sample_bytes == 2;
     if (replicas == 0)
-        replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= (size_t)lim.smem_optin ? 32
+        replicas = (size_t)cl * n_slots * 32 * sizeof(uint32_t) <= room ? 32
                    : exact16 && cl > 1                                                   ? kQuads
                    : cl <= 3                                                             ? kPairs
                                                                                         : 1;
@@ -852,13 +931,13 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         const size_t slot_bytes = sizeof(uint32_t) / per_word;
         window = (window + per_word - 1) / per_word * per_word;  /* whole words a channel */
         const size_t channel_bytes = slot_bytes * window;
-        if (channel_bytes <= (size_t)lim.smem_optin) {
-            const int fit = (int)((size_t)lim.smem_optin / channel_bytes);
+        if (channel_bytes <= room) {
+            const int fit = (int)(room / channel_bytes);
             windows = (cl + fit - 1) / fit;
             cpw = (cl + windows - 1) / windows;
             smem = cpw * channel_bytes;
         } else {
-            window = (int)((size_t)lim.smem_optin / (slot_bytes * cl));
+            window = (int)(room / (slot_bytes * cl));
             window -= window % per_word;
             if (window < 1)
                 return cudaErrorInvalidValue;
@@ -874,7 +953,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
             return cudaErrorInvalidValue;  /* a few hundred slots: no merge to share */
         cluster = 1;
     }
-    if (smem > (size_t)lim.smem_optin || (cluster > 1 && lim.cc_major < 9))
+    if (smem > room || (cluster > 1 && lim.cc_major < 9))
         return cudaErrorInvalidValue;
 
     kernel_fn k = sample_bytes == 1 ? pick_channels<uint8_t>(channels, map->luma, map->mode, replicas)
@@ -897,8 +976,6 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
             return e;
     }
 
-    if ((e = cudaMemsetAsync(d_counts, 0, sizeof(unsigned long long) * cl * n_slots, stream)))
-        return e;
     Map m = {map->bins, map->first, map->shift, map->d_lut, map->lo, map->hi, map->hi - map->lo};
 
     /* Bands of rows of at most 2^31 samples (so that no 32-bit shared
@@ -935,7 +1012,7 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
         cudaLaunchAttribute attr;
         const cudaLaunchConfig_t cfg = launch_config(grid, threads, smem, cluster, stream, &attr);
         if ((e = cudaLaunchKernelEx(&cfg, k, band_img, pitch_bytes, w, h, m, n_slots, window,
-                                    windows, cpw, cluster, d_counts)))
+                                    windows, cpw, cluster, d_counts, d_sync, y == 0)))
             return e;
     }
     return cudaSuccess;
@@ -944,8 +1021,9 @@ extern "C" cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_byt
 extern "C" cudaError_t gimg_cuda_hist(const void *d_img, size_t pitch_bytes, int width,
                                       int height, int channels, int sample_bytes,
                                       const gimg_cuda_hist_map *map,
-                                      unsigned long long *d_counts, cudaStream_t stream)
+                                      unsigned long long *d_counts, unsigned *d_sync,
+                                      cudaStream_t stream)
 {
     return gimg_cuda_hist_shaped(d_img, pitch_bytes, width, height, channels, sample_bytes, map,
-                                 d_counts, 0, 0, 0, stream);
+                                 d_counts, d_sync, 0, 0, 0, stream);
 }

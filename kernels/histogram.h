@@ -30,14 +30,20 @@ typedef struct {
  * Counts a width x height image of `channels` interleaved samples of
  * sample_bytes (1: 8-bit, 2: 16-bit, 4: float) into d_counts:
  * (channels + luma) rows of bins + 3 64-bit counters (the bins, then below,
- * above, NaN). d_counts is set to zero first (on stream); it needs
- * 8 * (channels + luma) * (bins + 3) bytes. The image is 16-byte aligned,
- * its pitch a multiple of 16 and each row's allocation reaches its pitch.
+ * above, NaN). d_counts needs 8 * (channels + luma) * (bins + 3) bytes and
+ * is overwritten (the kernel clears it first). The image is 16-byte
+ * aligned, its pitch a multiple of 16 and each row's allocation reaches
+ * its pitch.
+ * d_sync: GIMG_CUDA_HIST_SYNC_BYTES of device memory, owned by the caller,
+ * zero before the first call; every call leaves it zero again. The kernel
+ * orders its clearing of d_counts with it. Calls that may run at the same
+ * time (on other streams) need their own.
  * Asynchronous on stream; returns the first launch error.
  */
+enum { GIMG_CUDA_HIST_SYNC_BYTES = 16 };
 cudaError_t gimg_cuda_hist(const void *d_img, size_t pitch_bytes, int width, int height,
                            int channels, int sample_bytes, const gimg_cuda_hist_map *map,
-                           unsigned long long *d_counts, cudaStream_t stream);
+                           unsigned long long *d_counts, unsigned *d_sync, cudaStream_t stream);
 
 /* Replicas values of the windowed paths whose shared counters are narrower
  * than a word, carries corrected in the global counters: 16-bit pairs (two
@@ -56,8 +62,8 @@ enum { GIMG_CUDA_HIST_PAIRS = -1, GIMG_CUDA_HIST_QUADS = -2 };
  * cudaErrorInvalidValue where the shape does not exist or does not fit. */
 cudaError_t gimg_cuda_hist_shaped(const void *d_img, size_t pitch_bytes, int width, int height,
                                   int channels, int sample_bytes, const gimg_cuda_hist_map *map,
-                                  unsigned long long *d_counts, int replicas, int threads,
-                                  int cluster, cudaStream_t stream);
+                                  unsigned long long *d_counts, unsigned *d_sync, int replicas,
+                                  int threads, int cluster, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
 #include "gpu_internal.h"
 
 #ifdef GIMG_HAVE_CUDA
+#include "histogram.h"
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
@@ -154,6 +155,7 @@ void gimg_gpu_close(gimg_gpu *g)
             if (g->ev_chunk[i][c])
                 cudaEventDestroy(g->ev_chunk[i][c]);
     }
+    gimg_gpu_free(g->d_hist_sync, GIMG_CUDA_HIST_SYNC_BYTES);
     if (g->ev_start)
         cudaEventDestroy(g->ev_start);
     if (g->ev_stop)
@@ -161,6 +163,26 @@ void gimg_gpu_close(gimg_gpu *g)
     if (g->stream)
         cudaStreamDestroy(g->stream);
     free(g);
+}
+
+gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync)
+{
+    if (!g->d_hist_sync) {
+        unsigned *d_new = NULL;
+        gimg_status st = gimg_gpu_malloc((void **)&d_new, GIMG_CUDA_HIST_SYNC_BYTES);
+        if (st)
+            return st;
+        cudaError_t e = cudaMemsetAsync(d_new, 0, GIMG_CUDA_HIST_SYNC_BYTES, g->stream);
+        if (e != cudaSuccess) {
+            gimg_gpu_free(d_new, GIMG_CUDA_HIST_SYNC_BYTES);
+            return gimg_fail(gimg_cuda_status(e),
+                             "CUDA error: clearing the histogram's sync words: %s",
+                             cudaGetErrorString(e));
+        }
+        g->d_hist_sync = d_new;
+    }
+    *d_sync = g->d_hist_sync;
+    return GIMG_OK;
 }
 
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,

@@ -70,6 +70,9 @@ typedef struct gimg_gpu {
     unsigned char *h_stage[2];
     size_t h_stage_cap[2];
     cudaEvent_t ev_chunk[2][GIMG_STAGE_CHUNKS];
+    /* The histogram kernel's sync words for this stream: see
+     * gimg_gpu_hist_sync. */
+    unsigned *d_hist_sync;
 } gimg_gpu;
 
 /* Every device allocation of libgimg goes through these two, so that
@@ -89,6 +92,9 @@ gimg_status gimg_gpu_open(int index, gimg_gpu **out);
 void gimg_gpu_close(gimg_gpu *g);
 /* Makes g's device current on the calling thread. */
 gimg_status gimg_gpu_bind(gimg_gpu *g);
+/* The histogram kernel's sync words for g's stream (gimg_cuda_hist in
+ * kernels/histogram.h), made and cleared on first use; g owns them. */
+gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync);
 /* A device image of the given layout in reusable buffer slot 0 or 1. */
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
                            gimg_sample sample, gimg_dimage *d);

@@ -464,12 +464,13 @@ static gimg_status hist_gpu(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *im,
     double t0 = gimg_now_ms();
     gimg_dimage d_img;
     void *d_aux = NULL;  /* the counters, then the table: stream-ordered, pooled */
+    unsigned *d_sync;
     cudaError_t e = cudaSuccess;
     if (!h_slots)
         st = gimg_fail(GIMG_E_NOMEM, "out of memory");
     else if (!(st = gimg_gpu_image(g, 0, im->width, im->height, im->channels, im->sample,
                                    &d_img)) &&
-             !(st = gimg_gpu_upload(g, im, &d_img))) {
+             !(st = gimg_gpu_upload(g, im, &d_img)) && !(st = gimg_gpu_hist_sync(g, &d_sync))) {
         unsigned long long *d_counts = NULL;
         if (!(e = cudaMallocAsync(&d_aux, counts_bytes + lut_bytes, g->stream))) {
             d_counts = d_aux;
@@ -480,7 +481,8 @@ static gimg_status hist_gpu(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *im,
                                 g->stream);
         if (!e && !(e = cudaEventRecord(g->ev_start, g->stream)) &&
             !(e = gimg_cuda_hist(d_img.d_data, d_img.pitch_bytes, im->width, im->height,
-                                 im->channels, (int)im->sample, &map, d_counts, g->stream)) &&
+                                 im->channels, (int)im->sample, &map, d_counts, d_sync,
+                                 g->stream)) &&
             !(e = cudaEventRecord(g->ev_stop, g->stream)) &&
             !(e = cudaMemcpyAsync(h_slots, d_counts, counts_bytes, cudaMemcpyDeviceToHost,
                                   g->stream)))

@@ -777,7 +777,7 @@ static gimg_status order_float(const gimg_image *im, const gimg_stats_opts *o, g
  * 0.79-0.89); or else the moments of a, whose float sums are about the
  * shifts the CPU takes (gimg_moments_shift, from the host image). The
  * results come back. Device scratch: the reduction's (zeroed, as the kernel
- * expects), its result, the histogram's counters.
+ * expects), its result, the histogram's counters (which its kernel clears).
  */
 static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
                             const gimg_image *b, void *out, size_t out_bytes, gimg_hist *h)
@@ -790,6 +790,9 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
         return st;
     if (b && ((st = gimg_gpu_image(g, 1, b->width, b->height, b->channels, b->sample, &d_b)) ||
               (st = gimg_gpu_upload(g, b, &d_b))))
+        return st;
+    unsigned *d_sync = NULL;
+    if (h && (st = gimg_gpu_hist_sync(g, &d_sync)))
         return st;
     const size_t scratch = gimg_cuda_stats_scratch_bytes();
     const size_t out_room = (out_bytes + 255) & ~(size_t)255;
@@ -824,7 +827,7 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
         map.bins = bins;
         map.hi = bins;
         e = gimg_cuda_hist(d_a.d_data, d_a.pitch_bytes, a->width, a->height, a->channels,
-                           (int)a->sample, &map, d_counts, g->stream);
+                           (int)a->sample, &map, d_counts, d_sync, g->stream);
     }
     if (!e)
         e = cudaEventRecord(g->ev_stop, g->stream);

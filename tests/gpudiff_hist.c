@@ -95,23 +95,38 @@ static int check_one(const gimg_image *im, const gimg_hist_params *p, int replic
     }
     if (m.lut) {
         CHECK(cudaMalloc((void **)&d_lut, sizeof *d_lut * m.lut_size) == cudaSuccess);
-        CHECK(cudaMemcpy(d_lut, m.lut, sizeof *d_lut * m.lut_size, cudaMemcpyHostToDevice) ==
-              cudaSuccess);
+        /* On the kernel's stream: a cudaMemcpy from pageable memory may
+         * return before its copy lands, and the lane's stream does not
+         * wait for the default stream's work. */
+        CHECK(cudaMemcpyAsync(d_lut, m.lut, sizeof *d_lut * m.lut_size, cudaMemcpyHostToDevice,
+                              g_gpu->stream) == cudaSuccess);
         map.d_lut = d_lut;
+    }
+    unsigned *d_sync;
+    if (gimg_gpu_hist_sync(g_gpu, &d_sync)) {
+        CHECK(0, "%s", gimg_last_error());
+        goto out;
     }
     cudaError_t e = gimg_cuda_hist_shaped(d_img.d_data, d_img.pitch_bytes, im->width,
                                           im->height, im->channels, (int)im->sample, &map,
-                                          d_counts, replicas, 0, cluster, g_gpu->stream);
+                                          d_counts, d_sync, replicas, 0, cluster, g_gpu->stream);
     if (e == cudaErrorInvalidValue && (replicas || cluster)) {
         result = 0;  /* no such shape for this histogram */
         goto out;
     }
     CHECK(e == cudaSuccess, "%s: launch: %s", what, cudaGetErrorString(e));
     memset(got, 0x5A, sizeof *got * n);
+    unsigned sync[GIMG_CUDA_HIST_SYNC_BYTES / sizeof(unsigned)];
+    memset(sync, 0x5A, sizeof sync);
     e = cudaMemcpyAsync(got, d_counts, sizeof *got * n, cudaMemcpyDeviceToHost, g_gpu->stream);
+    if (!e)
+        e = cudaMemcpyAsync(sync, d_sync, sizeof sync, cudaMemcpyDeviceToHost, g_gpu->stream);
     if (!e)
         e = cudaStreamSynchronize(g_gpu->stream);
     CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+    /* The next call's clearing relies on these being zero again. */
+    for (size_t i = 0; i < sizeof sync / sizeof *sync; i++)
+        CHECK(sync[i] == 0, "%s: sync word %zu left at %u", what, i, sync[i]);
     size_t bad = 0, first = n;
     for (size_t i = 0; i < n; i++)
         if (want[i] != got[i]) {

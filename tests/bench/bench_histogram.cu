@@ -74,6 +74,7 @@ struct Problem {
     void *d_img[kSets];
     size_t pitch;
     unsigned long long *d_counts;
+    unsigned *d_sync;  /* the kernel's sync words: zero between calls */
     uint32_t *d_lut;
     std::vector<unsigned long long> want;
     size_t n_slots, bytes;
@@ -120,7 +121,12 @@ static void problem_open(Problem &pr, int w, int h, int channels, gimg_sample s,
     }
     pr.n_slots = (size_t)(channels + p.luma) * (p.bins + GIMG_HIST_EXTRA_SLOTS);
     CK(cudaMalloc(&pr.d_counts, sizeof(unsigned long long) * pr.n_slots));
+    CK(cudaMalloc(&pr.d_sync, GIMG_CUDA_HIST_SYNC_BYTES));
+    CK(cudaMemset(pr.d_sync, 0, GIMG_CUDA_HIST_SYNC_BYTES));
     pr.want = cpu_slots(pr.h_img, p);
+    /* The copies above are the default stream's, which the benchmark's
+     * stream does not wait for, and may not have landed when they return. */
+    CK(cudaDeviceSynchronize());
 }
 
 static void problem_close(Problem &pr)
@@ -128,6 +134,7 @@ static void problem_close(Problem &pr)
     for (int i = 0; i < kSets; i++)
         CK(cudaFree(pr.d_img[i]));
     CK(cudaFree(pr.d_counts));
+    CK(cudaFree(pr.d_sync));
     CK(cudaFree(pr.d_lut));
     gimg_image_free(&pr.h_img);
 }
@@ -140,7 +147,7 @@ static cudaError_t run_ours(const Problem &pr, int set, Shape sh, cudaStream_t s
 {
     return gimg_cuda_hist_shaped(pr.d_img[set], pr.pitch, pr.h_img.width, pr.h_img.height,
                                  pr.h_img.channels, (int)pr.h_img.sample, &pr.map, pr.d_counts,
-                                 sh.replicas, sh.threads, sh.cluster, s);
+                                 pr.d_sync, sh.replicas, sh.threads, sh.cluster, s);
 }
 
 /* Checks our counters (poisoned first); false if the shape does not exist. */
@@ -154,10 +161,15 @@ static bool validate_ours(const Problem &pr, Shape sh, cudaStream_t s, const cha
     std::vector<unsigned long long> got(pr.n_slots, 0x5A5A5A5A5A5A5A5Aull);
     CK(cudaMemcpyAsync(got.data(), pr.d_counts, sizeof(unsigned long long) * pr.n_slots,
                        cudaMemcpyDeviceToHost, s));
+    unsigned sync[GIMG_CUDA_HIST_SYNC_BYTES / sizeof(unsigned)];
+    CK(cudaMemcpyAsync(sync, pr.d_sync, sizeof sync, cudaMemcpyDeviceToHost, s));
     CK(cudaStreamSynchronize(s));
-    if (got != pr.want) {
-        printf("MISMATCH: %s (replicas %d, threads %d, cluster %d) differs from the CPU\n", what,
-               sh.replicas, sh.threads, sh.cluster);
+    const bool sync_zero = std::all_of(sync, sync + sizeof sync / sizeof *sync,
+                                       [](unsigned v) { return v == 0; });
+    if (got != pr.want || !sync_zero) {
+        printf("MISMATCH: %s (replicas %d, threads %d, cluster %d) %s\n", what, sh.replicas,
+               sh.threads, sh.cluster,
+               got != pr.want ? "differs from the CPU" : "left its sync words non-zero");
         exit(1);
     }
     return true;

@@ -66,6 +66,17 @@ static gimg_cuda_hist_map exact_map(gimg_sample s)
     return m;
 }
 
+/* The histogram kernel's sync words of g's stream. */
+static unsigned *hist_sync(gimg_gpu *g)
+{
+    unsigned *d_sync;
+    if (gimg_gpu_hist_sync(g, &d_sync)) {
+        fprintf(stderr, "bench: %s\n", gimg_last_error());
+        exit(1);
+    }
+    return d_sync;
+}
+
 /* The moments and the histogram of image 0 against the CPU. */
 static int validate(gimg_gpu *g, const BenchLayout &l, const gimg_image &h_in, const void *d_in,
                     size_t pitch, unsigned char *d_scratch, gimg_moments *d_m,
@@ -95,7 +106,7 @@ static int validate(gimg_gpu *g, const BenchLayout &l, const gimg_image &h_in, c
     std::vector<unsigned long long> slots(n);
     gimg_cuda_hist_map map = exact_map(l.sample);
     CK(gimg_cuda_hist(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, &map, d_counts,
-                      g->stream));
+                      hist_sync(g), g->stream));
     CK(cudaMemcpyAsync(slots.data(), d_counts, n * 8, cudaMemcpyDeviceToHost, g->stream));
     CK(cudaStreamSynchronize(g->stream));
     int ok = 1;
@@ -122,6 +133,7 @@ static void bench_kernels(gimg_gpu *g)
     gimg_moments *d_m = (gimg_moments *)(d_scratch + scratch);
     gimg_diff_sums *d_d = (gimg_diff_sums *)(d_scratch + scratch + 512);
     unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 1024);
+    unsigned *const d_sync = hist_sync(g);
     unsigned long long *d_sum;
     CK(cudaMalloc(&d_sum, 8));
     for (const BenchLayout &l : kBenchLayouts) {
@@ -163,7 +175,7 @@ static void bench_kernels(gimg_gpu *g)
         const gimg_cuda_hist_map map = exact_map(l.sample);
         const double hist_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(gimg_cuda_hist(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
-                              &map, d_counts, g->stream));
+                              &map, d_counts, d_sync, g->stream));
         });
         row_out("full pass (histogram)", hist_ms);
         const double diff_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
