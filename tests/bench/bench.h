@@ -1,5 +1,5 @@
 /* bench.h — what the GPU benchmarks share: a checked CUDA call that exits,
- * opening the GPU, the median of many event-timed runs after a warm-up, and
+ * opening the GPU, the histogram's sync words, the median of many event-timed runs after a warm-up, and
  * (with NPP) a stream context for NPP's _Ctx calls. */
 #ifndef GIMG_BENCH_H
 #define GIMG_BENCH_H
@@ -65,6 +65,17 @@ static gimg_gpu *bench_open(cudaDeviceProp *p)
     CK(cudaGetDeviceProperties(p, 0));
     printf("GPU: %s, %d SMs, L2 %d MB\n", p->name, p->multiProcessorCount, p->l2CacheSize >> 20);
     return g;
+}
+
+/* The histogram kernel's sync words of g's stream (gimg_gpu_hist_sync). */
+static inline unsigned *bench_hist_sync(gimg_gpu *g)
+{
+    unsigned *d_sync;
+    if (gimg_gpu_hist_sync(g, &d_sync)) {
+        fprintf(stderr, "bench: %s\n", gimg_last_error());
+        exit(1);
+    }
+    return d_sync;
 }
 
 #ifdef GIMG_HAVE_NPP

@@ -74,13 +74,13 @@ struct Problem {
     void *d_img[kSets];
     size_t pitch;
     unsigned long long *d_counts;
-    unsigned *d_sync;  /* the kernel's sync words: zero between calls */
+    unsigned *d_sync;  /* the kernel's sync words (the lane's): zero between calls */
     uint32_t *d_lut;
     std::vector<unsigned long long> want;
     size_t n_slots, bytes;
 };
 
-static void problem_open(Problem &pr, int w, int h, int channels, gimg_sample s,
+static void problem_open(gimg_gpu *g, Problem &pr, int w, int h, int channels, gimg_sample s,
                          const gimg_hist_params &p, bool constant, uint64_t seed)
 {
     if (gimg_image_alloc(&pr.h_img, w, h, channels, s))
@@ -121,8 +121,7 @@ static void problem_open(Problem &pr, int w, int h, int channels, gimg_sample s,
     }
     pr.n_slots = (size_t)(channels + p.luma) * (p.bins + GIMG_HIST_EXTRA_SLOTS);
     CK(cudaMalloc(&pr.d_counts, sizeof(unsigned long long) * pr.n_slots));
-    CK(cudaMalloc(&pr.d_sync, GIMG_CUDA_HIST_SYNC_BYTES));
-    CK(cudaMemset(pr.d_sync, 0, GIMG_CUDA_HIST_SYNC_BYTES));
+    pr.d_sync = bench_hist_sync(g);
     pr.want = cpu_slots(pr.h_img, p);
     /* The copies above are the default stream's, which the benchmark's
      * stream does not wait for, and may not have landed when they return. */
@@ -134,7 +133,6 @@ static void problem_close(Problem &pr)
     for (int i = 0; i < kSets; i++)
         CK(cudaFree(pr.d_img[i]));
     CK(cudaFree(pr.d_counts));
-    CK(cudaFree(pr.d_sync));
     CK(cudaFree(pr.d_lut));
     gimg_image_free(&pr.h_img);
 }
@@ -333,7 +331,7 @@ static void bench_main(gimg_gpu *g)
         for (int constant = 0; constant <= 1; constant++) {
             Problem pr;
             gimg_hist_params p = {256, 0, 256, 0};
-            problem_open(pr, kSide, kSide, l.channels, GIMG_U8, p, constant, 42 + l.channels);
+            problem_open(g, pr, kSide, kSide, l.channels, GIMG_U8, p, constant, 42 + l.channels);
             validate_ours(pr, {0, 0, 0}, s, l.name);
             Cub cub;
             cub.open(pr, s);
@@ -401,7 +399,7 @@ static void bench_shapes(gimg_gpu *g)
         for (int constant = 0; constant <= 1; constant++) {
             Problem pr;
             gimg_hist_params p = {256, 0, 256, 0};
-            problem_open(pr, kSide, kSide, l.channels, GIMG_U8, p, constant, 7 + l.channels);
+            problem_open(g, pr, kSide, kSide, l.channels, GIMG_U8, p, constant, 7 + l.channels);
             printf("%-6s %-8s", l.name, constant ? "constant" : "random");
             for (int r : kReplicas)
                 for (int t : kThreads) {
@@ -454,7 +452,7 @@ static void bench_paths(gimg_gpu *g)
     printf("\nOther paths (%dx%d, validated): ms, GB/s read\n", kSide / 2, kSide / 2);
     for (const Case &c : cases) {
         Problem pr;
-        problem_open(pr, kSide / 2, kSide / 2, c.c, c.s, c.p, c.constant, 5);
+        problem_open(g, pr, kSide / 2, kSide / 2, c.c, c.s, c.p, c.constant, 5);
         if (!validate_ours(pr, c.sh, g->stream, c.name)) {
             printf("  %-22s (no such shape here)\n", c.name);
             problem_close(pr);

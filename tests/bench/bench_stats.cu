@@ -66,17 +66,6 @@ static gimg_cuda_hist_map exact_map(gimg_sample s)
     return m;
 }
 
-/* The histogram kernel's sync words of g's stream. */
-static unsigned *hist_sync(gimg_gpu *g)
-{
-    unsigned *d_sync;
-    if (gimg_gpu_hist_sync(g, &d_sync)) {
-        fprintf(stderr, "bench: %s\n", gimg_last_error());
-        exit(1);
-    }
-    return d_sync;
-}
-
 /* The moments and the histogram of image 0 against the CPU. */
 static int validate(gimg_gpu *g, const BenchLayout &l, const gimg_image &h_in, const void *d_in,
                     size_t pitch, unsigned char *d_scratch, gimg_moments *d_m,
@@ -106,7 +95,7 @@ static int validate(gimg_gpu *g, const BenchLayout &l, const gimg_image &h_in, c
     std::vector<unsigned long long> slots(n);
     gimg_cuda_hist_map map = exact_map(l.sample);
     CK(gimg_cuda_hist(d_in, pitch, kSide, kSide, l.channels, (int)l.sample, &map, d_counts,
-                      hist_sync(g), g->stream));
+                      bench_hist_sync(g), g->stream));
     CK(cudaMemcpyAsync(slots.data(), d_counts, n * 8, cudaMemcpyDeviceToHost, g->stream));
     CK(cudaStreamSynchronize(g->stream));
     int ok = 1;
@@ -133,7 +122,7 @@ static void bench_kernels(gimg_gpu *g)
     gimg_moments *d_m = (gimg_moments *)(d_scratch + scratch);
     gimg_diff_sums *d_d = (gimg_diff_sums *)(d_scratch + scratch + 512);
     unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + 1024);
-    unsigned *const d_sync = hist_sync(g);
+    unsigned *const d_sync = bench_hist_sync(g);
     unsigned long long *d_sum;
     CK(cudaMalloc(&d_sum, 8));
     for (const BenchLayout &l : kBenchLayouts) {
