@@ -1,6 +1,8 @@
 /* bench.h — what the GPU benchmarks share: a checked CUDA call that exits,
- * opening the GPU, the histogram's sync words, the median of many event-timed runs after a warm-up, and
- * (with NPP) a stream context for NPP's _Ctx calls. */
+ * opening the GPU, uploading a test image, the histogram's sync words, the
+ * median of many event-timed runs after a warm-up, the time of a kernel
+ * that only reads (the floor under every reading kernel), and (with NPP) a
+ * stream context for NPP's _Ctx calls. */
 #ifndef GIMG_BENCH_H
 #define GIMG_BENCH_H
 
@@ -45,6 +47,69 @@ template <typename F> static double median_ms(cudaStream_t s, int warmup, int ru
     CK(cudaEventDestroy(b));
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
+}
+
+/* Copies `rows` rows of row_bytes from host h (stride apart) to device d
+ * (pitch apart) and waits until they have landed: cudaMemcpy2D from
+ * pageable memory may return before its copy lands, and it is the default
+ * stream's, which a gimg lane's non-blocking stream does not wait for. */
+static void bench_upload(void *d, size_t pitch, const void *h, size_t stride, size_t row_bytes,
+                         int rows)
+{
+    CK(cudaMemcpy2D(d, pitch, h, stride, row_bytes, rows, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+}
+
+/* The same for one run of `bytes` bytes. */
+static inline void bench_upload_bytes(void *d, const void *h, size_t bytes)
+{
+    bench_upload(d, bytes, h, bytes, bytes, 1);
+}
+
+/* Reads n_words 16-byte words, four loads in flight a thread, and stores
+ * nothing unless their xor is one chosen value (so that the loads stay). */
+static __global__ void bench_read_kernel(const uint4 *__restrict__ d, size_t n_words,
+                                         unsigned *d_sink)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned x = 0;
+    for (; i + 3 * stride < n_words; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            v[k] = __ldg(d + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            x ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+    }
+    for (; i < n_words; i += stride) {
+        const uint4 v = __ldg(d + i);
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (x == 0x9e3779b9u)
+        *d_sink = x;
+}
+
+/* Median ms of a kernel that only reads `bytes` (a multiple of 16) of
+ * d_sets[i % n_sets], timed as the benchmarks time everything: the floor
+ * under any kernel that reads the same bytes once, launch included. */
+static inline double bench_read_ms(cudaStream_t s, void *const *d_sets, int n_sets, size_t bytes,
+                                   int warmup, int runs)
+{
+    int dev, sms, per_sm;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bench_read_kernel, 1024, 0));
+    unsigned *d_sink;
+    CK(cudaMalloc(&d_sink, sizeof *d_sink));
+    const double ms = median_ms(s, warmup, runs, [&](int i) {
+        bench_read_kernel<<<sms * per_sm, 1024, 0, s>>>(
+            static_cast<const uint4 *>(d_sets[i % n_sets]), bytes / 16, d_sink);
+        CK(cudaGetLastError());
+    });
+    CK(cudaFree(d_sink));
+    return ms;
 }
 
 /* The six layouts the transpose and statistics benchmarks time. */

@@ -101,7 +101,7 @@ static void bench_kernels(gimg_gpu *g, double peak_gflops)
     for (int i = 0; i < kSets; i++) {
         CK(cudaMalloc(&d_in[i], bytes));
         CK(cudaMalloc(&d_out[i], bytes));
-        CK(cudaMemcpy2D(d_in[i], pitch, h.data, row, row, kSide, cudaMemcpyHostToDevice));
+        bench_upload(d_in[i], pitch, h.data, row, row, kSide);
     }
     CK(cudaMalloc(&d_tmp, bytes));
     const size_t fpitch = (size_t)kSide * 3 * sizeof(float);
@@ -170,10 +170,10 @@ static void bench_kernels(gimg_gpu *g, double peak_gflops)
             const int n = sep ? k.width + k.height : k.width * k.height;
             CK(cudaMalloc(&d_k, n * sizeof(float)));
             if (sep) {
-                CK(cudaMemcpy(d_k, k.row, k.width * sizeof(float), cudaMemcpyHostToDevice));
-                CK(cudaMemcpy(d_k + k.width, k.col, k.height * sizeof(float), cudaMemcpyHostToDevice));
+                bench_upload_bytes(d_k, k.row, k.width * sizeof(float));
+                bench_upload_bytes(d_k + k.width, k.col, k.height * sizeof(float));
             } else {
-                CK(cudaMemcpy(d_k, k.taps, n * sizeof(float), cudaMemcpyHostToDevice));
+                bench_upload_bytes(d_k, k.taps, n * sizeof(float));
             }
             const NppiSize size = {kSide, kSide};
             const NppiPoint zero = {0, 0};

@@ -13,8 +13,9 @@
  *     statistics pass (the exact histogram, kernels/histogram.cu, from
  *     which lib/stats.c takes the moments, median, percentiles and
  *     entropy), the comparison of two images,
- *     CUB's DeviceReduce::Sum over the same bytes, and
- *     nppiMean_StdDev_8u_C1R for gray8 when NPP is present;
+ *     CUB's DeviceReduce::Sum over the same bytes,
+ *     nppiMean_StdDev_8u_C1R for gray8 when NPP is present, and a kernel
+ *     that only reads the image (the floor under every pass);
  *  3. prints each as GB/s and as a ratio to the copy's rate (the target for
  *     the full pass: >= 0.80).
  * Then the grid sizes the moments kernel could use, and the end-to-end
@@ -139,7 +140,7 @@ static void bench_kernels(gimg_gpu *g)
         void *d_in[kSets], *d_out;
         for (int i = 0; i < kSets; i++) {
             CK(cudaMalloc(&d_in[i], bytes));
-            CK(cudaMemcpy2D(d_in[i], pitch, h_in.data, row, row, kSide, cudaMemcpyHostToDevice));
+            bench_upload(d_in[i], pitch, h_in.data, row, row, kSide);
         }
         CK(cudaMalloc(&d_out, bytes));
         if (!validate(g, l, h_in, d_in[0], pitch, d_scratch, d_m, d_counts))
@@ -156,6 +157,7 @@ static void bench_kernels(gimg_gpu *g)
         };
         printf("%-7s %-22s %9.3f %9.0f %7.2f\n", l.name, "copy (read+write)", copy_ms, copy_gbs,
                1.0);
+        row_out("read only (floor)", bench_read_ms(g->stream, d_in, kSets, bytes, kWarmup, kRuns));
         const double mom_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(gimg_cuda_moments(d_in[i % kSets], pitch, kSide, kSide, l.channels, (int)l.sample,
                                  shift, d_scratch, d_m, 0, g->stream));

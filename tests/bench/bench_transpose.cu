@@ -99,7 +99,7 @@ static void bench_kernels(gimg_gpu *g)
         for (int i = 0; i < kSets; i++) {
             CK(cudaMalloc(&d_in[i], bytes));
             CK(cudaMalloc(&d_out[i], bytes));
-            CK(cudaMemcpy2D(d_in[i], pitch, h_in.data, row, row, kSide, cudaMemcpyHostToDevice));
+            bench_upload(d_in[i], pitch, h_in.data, row, row, kSide);
         }
         const double copy_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(cudaMemcpyAsync(d_out[i % kSets], d_in[i % kSets], bytes,

@@ -37,8 +37,8 @@ static Buffers make_buffers(int channels, gimg_sample s)
     for (int i = 0; i < kSets; i++) {
         CK(cudaMalloc(&b.d_in[i], b.pitch * kSide));
         CK(cudaMalloc(&b.d_out[i], b.pitch * kSide));
-        CK(cudaMemcpy2D(b.d_in[i], b.pitch, b.h_in.data, b.h_in.stride_bytes, b.h_in.stride_bytes,
-                        kSide, cudaMemcpyHostToDevice));
+        bench_upload(b.d_in[i], b.pitch, b.h_in.data, b.h_in.stride_bytes, b.h_in.stride_bytes,
+                     kSide);
     }
     return b;
 }
