@@ -7,6 +7,7 @@
 #define GIMG_BENCH_H
 
 #include "gpu_internal.h"
+#include "launch.cuh"
 
 #include <cuda_runtime_api.h>
 
@@ -97,14 +98,14 @@ static __global__ void bench_read_kernel(const uint4 *__restrict__ d, size_t n_w
 static inline double bench_read_ms(cudaStream_t s, void *const *d_sets, int n_sets, size_t bytes,
                                    int warmup, int runs)
 {
-    int dev, sms, per_sm;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bench_read_kernel, 1024, 0));
+    gimg_launch::device_facts lim;
+    int per_sm;
+    CK(gimg_launch::current_device(&lim));
+    CK(gimg_launch::blocks_per_sm((const void *)bench_read_kernel, lim.dev, 1024, 0, &per_sm));
     unsigned *d_sink;
     CK(cudaMalloc(&d_sink, sizeof *d_sink));
     const double ms = median_ms(s, warmup, runs, [&](int i) {
-        bench_read_kernel<<<sms * per_sm, 1024, 0, s>>>(
+        bench_read_kernel<<<lim.sms * per_sm, 1024, 0, s>>>(
             static_cast<const uint4 *>(d_sets[i % n_sets]), bytes / 16, d_sink);
         CK(cudaGetLastError());
     });
