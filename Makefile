@@ -5,7 +5,7 @@
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
 #                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without);
 #                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_CLI=
-#                   "cli_gconv.sh ..." picks CLI suites, TEST_GPU_TIMEOUT=400
+#                   "cli_gconv.sh ..." picks CLI suites, TEST_GPU_TIMEOUT=900
 #                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
 #   make bench-batch  the batch pipeline: GPU, CPU and codecs alone

@@ -107,11 +107,14 @@
  *    histogram (pairs or quads of the sample values themselves), which
  *    takes each sample's counter and add straight from the loaded word,
  *    issues its atomics 8 at a time, and counts flat units at once. What
- *    bounds it is not the shared atomics (random words: 9 a clock an SM
- *    in a microbenchmark on an H100; the kernel counts under half that) but
- *    instruction issue and load latency at 32 warps an SM (2.2 TB/s while
- *    counting), plus a fixed cost: the cluster merge's global atomics
- *    (about 8 us at 8192x8192) and the launch.
+ *    bounds it on random data is the shared atomics themselves, one a
+ *    sample, and the old values that narrow counters must test: on an
+ *    H100 a kernel of nothing but those atomics (no loads, no carries, no
+ *    merge) counts 8192x8192 random gray16 in 0.062-0.069 ms, the
+ *    histogram takes 0.071, and 0.80 of the copy would be 0.059 (the
+ *    counting floor in bench_stats; tests/bench/RESULTS.md). Adding +1 to
+ *    32-bit words, or keeping half the lanes idle, costs a warp's atomic
+ *    the same time. The cluster merge's global atomics add about 8 us.
  *    8192x8192, H100 / H200: gray in pairs 0.076 / 0.070 ms, RGB in quads
  *    0.26 / 0.26, RGBA 0.53 / 0.50 (tests/bench/RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132

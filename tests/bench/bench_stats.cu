@@ -15,7 +15,8 @@
  *     entropy), the comparison of two images,
  *     CUB's DeviceReduce::Sum over the same bytes,
  *     nppiMean_StdDev_8u_C1R for gray8 when NPP is present, and a kernel
- *     that only reads the image (the floor under every pass);
+ *     that only reads the image (the floor under every pass), and for
+ *     16-bit images the counting floor of the exact histogram (below);
  *  3. prints each as GB/s and as a ratio to the copy's rate (the target for
  *     the full pass: >= 0.80).
  * Then the grid sizes the moments kernel could use, and the end-to-end
@@ -57,6 +58,128 @@ static size_t npp_buffer_size(NppStatus (*f)(NppiSize, T *, NppStreamContext), N
     return (size_t)n;
 }
 #endif
+
+/* The counting floor of the exact 16-bit histogram: the least work any
+ * kernel that counts it in shared memory does on random data, one shared
+ * atomic a sample (each sample's counter and add taken from the loaded word
+ * as histogram.cu's lean path takes them), while reading the image once at
+ * the read floor's rate, and nothing else: no carry checks, no merge, no
+ * clearing of global counters; one block of 1024 threads an SM. Gray counts in
+ * a channel's 16-bit pairs (128 KB), RGB and RGBA in three channels' 8-bit
+ * quads (192 KB, what a block's shared memory can hold); RGBA's fourth
+ * channel shares the first's counters, as no real layout could (four
+ * channels' quads take 256 KB), so its floor is lower than any real
+ * kernel's. One channel's 32-bit counters (256 KB) fit no block.
+ * LOADS false: the same atomics, samples hashed from the word's index
+ * instead of loaded (what the atomics cost alone). CHECK: the atomics
+ * return their old values and a thread tests them, as narrow counters
+ * must to find a wrap. The counts are meaningless: timed, not validated. */
+__device__ __forceinline__ uint4 hashed_word(size_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9e3779b9u;
+    h ^= h >> 15;
+    h *= 0x85ebca6bu;
+    return make_uint4(h, h * 0xc2b2ae35u, h ^ 0x27d4eb2fu, h * 0x165667b1u);
+}
+
+template <int C, bool CHECK, bool LOADS>
+static __global__ void __launch_bounds__(1024, 1)
+    count_floor_kernel(const uint4 *__restrict__ d, size_t n_units, unsigned *d_sink)
+{
+    extern __shared__ uint32_t s_counts[];
+    constexpr int kWords = C == 3 ? 3 : 1;  /* 16-byte words a unit: whole pixels */
+    constexpr int kUnits = C == 3 ? 2 : 4;  /* units a thread loads before counting */
+    constexpr int kTableWords = C == 1 ? 32768 : 3 * 16384;  /* count_floor_smem / 4 */
+    for (int i = threadIdx.x; i < kTableWords; i += blockDim.x)
+        s_counts[i] = 0;
+    __syncthreads();
+    char *const s_bytes = reinterpret_cast<char *>(s_counts);
+    uint32_t seen = 0;
+    auto count = [&](const uint32_t *w) {
+#pragma unroll
+        for (int i = 0; i < 8 * kWords; i++) {
+            const int c = (2 * i) % C, c_hi = (2 * i + 1) % C;
+            uint32_t lo, hi, add_lo, add_hi;
+            if constexpr (C == 1) {  /* pairs: word v / 2, half v % 2 */
+                lo = (w[i] << 1) & 0x1fffcu;
+                hi = (w[i] >> 15) & 0x1fffcu;
+                add_lo = (w[i] & 1u) * 0xffffu + 1u;
+                add_hi = max(w[i] & 0x10000u, 1u);
+            } else {                 /* quads of channel c % 3: word v / 4, byte v % 4 */
+                lo = (uint32_t)(c % 3) << 16 | (w[i] & 0xfffcu);
+                hi = (uint32_t)(c_hi % 3) << 16 | ((w[i] >> 16) & 0xfffcu);
+                add_lo = __funnelshift_l(0u, 1u, w[i] << 3);
+                add_hi = 1u << ((w[i] >> 13) & 24u);
+            }
+            if constexpr (CHECK) {
+                seen |= atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + lo), add_lo);
+                seen |= atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + hi), add_hi);
+            } else {
+                atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + lo), add_lo);
+                atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + hi), add_hi);
+            }
+        }
+        if constexpr (CHECK)
+            if (seen & (C == 1 ? 0x80008000u : 0x80808080u))
+                seen = 0, atomicAdd(d_sink, 1u);
+    };
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; u + (kUnits - 1) * stride < n_units; u += kUnits * stride) {
+        uint4 v[kUnits][kWords];
+#pragma unroll
+        for (int k = 0; k < kUnits; k++)
+#pragma unroll
+            for (int j = 0; j < kWords; j++)
+                v[k][j] = LOADS ? __ldg(d + (u + k * stride) * kWords + j)
+                                : hashed_word((u + k * stride) * kWords + j);
+#pragma unroll
+        for (int k = 0; k < kUnits; k++)
+            count(reinterpret_cast<const uint32_t *>(v[k]));
+    }
+    for (; u < n_units; u += stride) {
+        uint4 v[kWords];
+#pragma unroll
+        for (int j = 0; j < kWords; j++)
+            v[j] = LOADS ? __ldg(d + u * kWords + j) : hashed_word(u * kWords + j);
+        count(reinterpret_cast<const uint32_t *>(v));
+    }
+    __syncthreads();
+    if (s_counts[threadIdx.x] == 0x9e3779b9u)
+        *d_sink = s_counts[threadIdx.x];
+}
+
+/* Shared bytes of count_floor_kernel's counters for `channels` channels. */
+static size_t count_floor_smem(int channels) { return channels == 1 ? 32768 * 4 : 3 * 16384 * 4; }
+
+/* Median ms of count_floor_kernel over `bytes` of d_sets[i % n_sets], a
+ * 16-bit image of `channels` channels (contiguous, a whole number of
+ * pixels in 16-byte words), on a device whose blocks can hold
+ * count_floor_smem(channels). */
+template <bool CHECK, bool LOADS = true>
+static double count_floor_ms(cudaStream_t s, void *const *d_sets, int n_sets, size_t bytes,
+                             int channels)
+{
+    gimg_launch::device_facts lim;
+    CK(gimg_launch::current_device(&lim));
+    unsigned *d_sink;
+    CK(cudaMalloc(&d_sink, sizeof *d_sink));
+    const size_t units = bytes / 16 / (channels == 3 ? 3 : 1), smem = count_floor_smem(channels);
+    auto timed = [&](auto kernel) {
+        CK(cudaFuncSetAttribute((const void *)kernel,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        return median_ms(s, kWarmup, kRuns, [&](int i) {
+            kernel<<<lim.sms, 1024, smem, s>>>(static_cast<const uint4 *>(d_sets[i % n_sets]),
+                                               units, d_sink);
+            CK(cudaGetLastError());
+        });
+    };
+    const double ms = channels == 1   ? timed(count_floor_kernel<1, CHECK, LOADS>)
+                      : channels == 3 ? timed(count_floor_kernel<3, CHECK, LOADS>)
+                                      : timed(count_floor_kernel<4, CHECK, LOADS>);
+    CK(cudaFree(d_sink));
+    return ms;
+}
 
 static gimg_cuda_hist_map exact_map(gimg_sample s)
 {
@@ -169,6 +292,16 @@ static void bench_kernels(gimg_gpu *g)
                               &map, d_counts, d_sync, g->stream));
         });
         row_out("full pass (histogram)", hist_ms);
+        gimg_launch::device_facts lim;
+        CK(gimg_launch::current_device(&lim));
+        if (l.sample == GIMG_U16 && count_floor_smem(l.channels) <= (size_t)lim.smem_optin) {
+            row_out("count floor (16-bit)",
+                    count_floor_ms<false>(g->stream, d_in, kSets, bytes, l.channels));
+            row_out("  its atomics alone",
+                    count_floor_ms<false, false>(g->stream, d_in, kSets, bytes, l.channels));
+            row_out("  + old values",
+                    count_floor_ms<true>(g->stream, d_in, kSets, bytes, l.channels));
+        }
         const double diff_ms = median_ms(g->stream, kWarmup, kRuns, [&](int i) {
             CK(gimg_cuda_diff(d_in[i % kSets], pitch, d_in[(i + 1) % kSets], pitch, kSide, kSide,
                               l.channels, (int)l.sample, d_scratch, d_d, 0, g->stream));
