@@ -82,6 +82,12 @@ __device__ __forceinline__ uint4 hashed_word(size_t i)
     return make_uint4(h, h * 0xc2b2ae35u, h ^ 0x27d4eb2fu, h * 0x165667b1u);
 }
 
+/* Shared bytes of count_floor_kernel's counters for `channels` channels. */
+__host__ __device__ constexpr size_t count_floor_smem(int channels)
+{
+    return channels == 1 ? 32768 * 4 : 3 * 16384 * 4;
+}
+
 template <int C, bool CHECK, bool LOADS>
 static __global__ void __launch_bounds__(1024, 1)
     count_floor_kernel(const uint4 *__restrict__ d, size_t n_units, unsigned *d_sink)
@@ -89,7 +95,7 @@ static __global__ void __launch_bounds__(1024, 1)
     extern __shared__ uint32_t s_counts[];
     constexpr int kWords = C == 3 ? 3 : 1;  /* 16-byte words a unit: whole pixels */
     constexpr int kUnits = C == 3 ? 2 : 4;  /* units a thread loads before counting */
-    constexpr int kTableWords = C == 1 ? 32768 : 3 * 16384;  /* count_floor_smem / 4 */
+    constexpr int kTableWords = (int)(count_floor_smem(C) / 4);
     for (int i = threadIdx.x; i < kTableWords; i += blockDim.x)
         s_counts[i] = 0;
     __syncthreads();
@@ -148,9 +154,6 @@ static __global__ void __launch_bounds__(1024, 1)
     if (s_counts[threadIdx.x] == 0x9e3779b9u)
         *d_sink = s_counts[threadIdx.x];
 }
-
-/* Shared bytes of count_floor_kernel's counters for `channels` channels. */
-static size_t count_floor_smem(int channels) { return channels == 1 ? 32768 * 4 : 3 * 16384 * 4; }
 
 /* Median ms of count_floor_kernel over `bytes` of d_sets[i % n_sets], a
  * 16-bit image of `channels` channels (contiguous, a whole number of
