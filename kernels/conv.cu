@@ -903,9 +903,21 @@ template <int C> constexpr int ring_threads() { return kIH * (ring_row(C) / kRun
  * shared reads, and more warps hide them (measured, 8-bit RGB: 31x31
  * 10.4 ms against 12.2 at two blocks, 11x11 2.08 against 2.42), though
  * the RGB instantiations spill a few registers (up to 184 bytes). Global
- * taps (kernels over 16384 taps) keep two, where four would spill 440. */
+ * taps (kernels over 16384 taps) keep two, where four would spill 440.
+ * Turing holds 1024 threads an SM, fewer than four RGB blocks: there the
+ * kernel asks for one, as ptxas ignored the four it could not give. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GIMG_SM_THREADS 1024
+#else
+#define GIMG_SM_THREADS 1536 /* the least from Ampere on (sm_86, sm_89) */
+#endif
+template <int C, bool CT> constexpr int dense_min_blocks()
+{
+    return !CT ? 2 : 4 * ring_threads<C>() <= GIMG_SM_THREADS ? 4 : 1;
+}
+
 template <typename Tin, typename Tout, int C, bool RAW, bool CT>
-__global__ void __launch_bounds__(ring_threads<C>(), CT ? 4 : 2)
+__global__ void __launch_bounds__(ring_threads<C>(), dense_min_blocks<C, CT>())
 dense_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
              size_t out_pitch, int W, int H, int kw, int kh, int ax, int ay, int border,
              int slice, int tap_offset, const float *__restrict__ g_taps, Epi e)
