@@ -110,13 +110,14 @@
  *    bounds it on random data is the shared atomics themselves, one a
  *    sample, and the old values that narrow counters must test: on an
  *    H100 a kernel of nothing but those atomics (no loads, no carries, no
- *    merge) counts 8192x8192 random gray16 in 0.062-0.069 ms, the
- *    histogram takes 0.071, and 0.80 of the copy would be 0.059 (the
- *    counting floor in bench_stats; tests/bench/RESULTS.md). Adding +1 to
- *    32-bit words, or keeping half the lanes idle, costs a warp's atomic
- *    the same time. The cluster merge's global atomics add about 8 us.
- *    8192x8192, H100 / H200: gray in pairs 0.076 / 0.070 ms, RGB in quads
- *    0.26 / 0.26, RGBA 0.53 / 0.50 (tests/bench/RESULTS.md).
+ *    merge) counts 8192x8192 random gray16 in 0.062-0.064 ms, the
+ *    histogram takes 0.071-0.074, and 0.80 of the copy would be 0.059
+ *    (the counting floor in bench_stats; tests/bench/RESULTS.md). Adding
+ *    +1 to 32-bit words, or keeping half the lanes idle, costs a warp's
+ *    atomic as much. The cluster merge's global atomics add about 8 us.
+ *    8192x8192, H100 / H200: gray in pairs 0.071-0.074 / 0.070 ms, RGB in
+ *    quads 0.26-0.27 / 0.26, RGBA 0.49 / 0.50: on the H100 within 4-10%
+ *    of the counting floor with old values tested (RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
  *    blocks adding them all to global memory cost more than counting a
  *    4096x4096 image. On compute capability 9.0 the 8 blocks of a cluster
