@@ -116,8 +116,9 @@
  *    +1 to 32-bit words, or keeping half the lanes idle, costs a warp's
  *    atomic as much. The cluster merge's global atomics add about 8 us.
  *    8192x8192, H100 / H200: gray in pairs 0.071-0.074 / 0.070 ms, RGB in
- *    quads 0.26-0.27 / 0.26, RGBA 0.49 / 0.50: on the H100 within 4-10%
- *    of the counting floor with old values tested (RESULTS.md).
+ *    quads 0.26-0.27 / 0.26, RGBA 0.49 / 0.50: on the H100 as fast as
+ *    that floor with old values tested, or for RGBA (two windows, two
+ *    reads) within 10% of it read once (RESULTS.md).
  *  - Cluster merge: a window has up to 65536 counters a channel; 132
  *    blocks adding them all to global memory cost more than counting a
  *    4096x4096 image. On compute capability 9.0 the 8 blocks of a cluster
