@@ -410,14 +410,18 @@ template <int KW, int C, int V> struct il_shape {
     static constexpr int NW = 1 + 2 * HW / 4;           /* 16-byte reads a window */
 };
 
+/* Threads an SM holds, for the blocks a kernel asks launch bounds for:
+ * Turing 1024; from Ampere on at least 1536 (sm_86, sm_89). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GIMG_SM_THREADS 1024
+#else
+#define GIMG_SM_THREADS 1536
+#endif
+
 /* Six blocks per SM (40 registers) where that costs no spills: the small
  * kernels are latency-bound, and more blocks overlap one block's loads
  * with another's arithmetic. (Turing holds only four.) */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define GIMG_IL_MIN_BLOCKS 4
-#else
-#define GIMG_IL_MIN_BLOCKS 6
-#endif
+#define GIMG_IL_MIN_BLOCKS (6 * kIThreads <= GIMG_SM_THREADS ? 6 : GIMG_SM_THREADS / kIThreads)
 template <typename Tin, typename Tout, int C, int KW, bool RAW>
 __global__ void __launch_bounds__(kIThreads, KW <= 5 ? GIMG_IL_MIN_BLOCKS : 4)
 dense_il_kernel(const unsigned char *__restrict__ in, size_t in_pitch, unsigned char *__restrict__ out,
@@ -904,13 +908,8 @@ template <int C> constexpr int ring_threads() { return kIH * (ring_row(C) / kRun
  * 10.4 ms against 12.2 at two blocks, 11x11 2.08 against 2.42), though
  * the RGB instantiations spill a few registers (up to 184 bytes). Global
  * taps (kernels over 16384 taps) keep two, where four would spill 440.
- * Turing holds 1024 threads an SM, fewer than four RGB blocks: there the
+ * Turing holds fewer than four RGB blocks (GIMG_SM_THREADS): there the
  * kernel asks for one, as ptxas ignored the four it could not give. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define GIMG_SM_THREADS 1024
-#else
-#define GIMG_SM_THREADS 1536 /* the least from Ampere on (sm_86, sm_89) */
-#endif
 template <int C, bool CT> constexpr int dense_min_blocks()
 {
     return !CT ? 2 : 4 * ring_threads<C>() <= GIMG_SM_THREADS ? 4 : 1;
