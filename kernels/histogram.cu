@@ -133,6 +133,7 @@
  */
 #include "histogram.h"
 #include "hist_internal.h"
+#include "hist_lean.cuh"
 #include "launch.cuh"
 
 #include <cooperative_groups.h>
@@ -296,25 +297,6 @@ __device__ __noinline__ void narrow_carried(unsigned long long *g, int k_here, i
         const int owed = (j == part ? (int)add : 0) - changed;
         if (j >= part && owed && k0 + j < k_here)
             atomicAdd(g + k0 + j, (unsigned long long)(long long)owed);
-    }
-}
-
-/* The exact 16-bit histogram's counter of the sample in half `upper` of
- * the 32-bit word w: the byte offset of its word in the channel's counters
- * (slot v at byte v * BITS / 8, rounded down to a word) and the add that
- * counts one in it (1 << ((v % (32 / BITS)) * BITS)), each in two or three
- * instructions straight from w (the generic form took five to seven). */
-template <int BITS>
-__device__ __forceinline__ void lean_counter(uint32_t w, bool upper, uint32_t *byte, uint32_t *add)
-{
-    if constexpr (BITS == 16) {  /* pairs: word v / 2, half v % 2 */
-        *byte = upper ? (w >> 15) & 0x1fffcu : (w << 1) & 0x1fffcu;
-        *add = upper ? max(w & 0x10000u, 1u) : (w & 1u) * 0xffffu + 1u;
-    } else {                     /* quads: word v / 4, byte v % 4 */
-        static_assert(BITS == 8, "pairs or quads");
-        *byte = upper ? (w >> 16) & 0xfffcu : w & 0xfffcu;
-        /* a funnel shift takes its count modulo 32: (w << 3) % 32 is (v % 4) * 8 */
-        *add = upper ? 1u << ((w >> 13) & 24u) : __funnelshift_l(0u, 1u, w << 3);
     }
 }
 
@@ -527,7 +509,7 @@ hist_kernel(const unsigned char *__restrict__ d_img, size_t pitch, int W, int H,
                         if (!lean_in[j % C])
                             continue;
                         uint32_t byte, add;
-                        lean_counter<BITS>(w[j / 2], j & 1, &byte, &add);
+                        gimg_hist_lean::counter<BITS>(w[j / 2], j & 1, &byte, &add);
                         old[j - j0] = atomicAdd(
                             reinterpret_cast<uint32_t *>(s_bytes + lean_base[j % C] + byte), add);
                         seen |= old[j - j0];

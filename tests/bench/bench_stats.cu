@@ -26,6 +26,7 @@
 #include "gpu_internal.h"
 #include "gimg_hist.h"
 #include "histogram.h"
+#include "hist_lean.cuh"
 #include "stats_internal.h"
 #include "stats.h"
 #include "testimg.h"
@@ -61,8 +62,8 @@ static size_t npp_buffer_size(NppStatus (*f)(NppiSize, T *, NppStreamContext), N
 
 /* The counting floor of the exact 16-bit histogram: the least work any
  * kernel that counts it in shared memory does on random data, one shared
- * atomic a sample (each sample's counter and add taken from the loaded word
- * as histogram.cu's lean path takes them), while reading the image once at
+ * atomic a sample (each sample's counter and add from hist_lean.cuh, as
+ * histogram.cu's lean path takes them), while reading the image once at
  * the read floor's rate, and nothing else: no carry checks, no merge, no
  * clearing of global counters; one block of 1024 threads an SM. Gray counts in
  * a channel's 16-bit pairs (128 KB), RGB and RGBA in three channels' 8-bit
@@ -101,21 +102,16 @@ static __global__ void __launch_bounds__(1024, 1)
     __syncthreads();
     char *const s_bytes = reinterpret_cast<char *>(s_counts);
     uint32_t seen = 0;
-    auto count = [&](const uint32_t *w) {
+    auto count = [&](const uint4 *unit) {
+        const uint32_t *w = reinterpret_cast<const uint32_t *>(unit);
 #pragma unroll
         for (int i = 0; i < 8 * kWords; i++) {
-            const int c = (2 * i) % C, c_hi = (2 * i + 1) % C;
             uint32_t lo, hi, add_lo, add_hi;
-            if constexpr (C == 1) {  /* pairs: word v / 2, half v % 2 */
-                lo = (w[i] << 1) & 0x1fffcu;
-                hi = (w[i] >> 15) & 0x1fffcu;
-                add_lo = (w[i] & 1u) * 0xffffu + 1u;
-                add_hi = max(w[i] & 0x10000u, 1u);
-            } else {                 /* quads of channel c % 3: word v / 4, byte v % 4 */
-                lo = (uint32_t)(c % 3) << 16 | (w[i] & 0xfffcu);
-                hi = (uint32_t)(c_hi % 3) << 16 | ((w[i] >> 16) & 0xfffcu);
-                add_lo = __funnelshift_l(0u, 1u, w[i] << 3);
-                add_hi = 1u << ((w[i] >> 13) & 24u);
+            gimg_hist_lean::counter<C == 1 ? 16 : 8>(w[i], false, &lo, &add_lo);
+            gimg_hist_lean::counter<C == 1 ? 16 : 8>(w[i], true, &hi, &add_hi);
+            if constexpr (C > 1) {  /* channel c's quads at c % 3 * 64 KB */
+                lo |= (uint32_t)((2 * i) % C % 3) << 16;
+                hi |= (uint32_t)((2 * i + 1) % C % 3) << 16;
             }
             if constexpr (CHECK) {
                 seen |= atomicAdd(reinterpret_cast<uint32_t *>(s_bytes + lo), add_lo);
@@ -129,27 +125,8 @@ static __global__ void __launch_bounds__(1024, 1)
             if (seen & (C == 1 ? 0x80008000u : 0x80808080u))
                 seen = 0, atomicAdd(d_sink, 1u);
     };
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; u + (kUnits - 1) * stride < n_units; u += kUnits * stride) {
-        uint4 v[kUnits][kWords];
-#pragma unroll
-        for (int k = 0; k < kUnits; k++)
-#pragma unroll
-            for (int j = 0; j < kWords; j++)
-                v[k][j] = LOADS ? __ldg(d + (u + k * stride) * kWords + j)
-                                : hashed_word((u + k * stride) * kWords + j);
-#pragma unroll
-        for (int k = 0; k < kUnits; k++)
-            count(reinterpret_cast<const uint32_t *>(v[k]));
-    }
-    for (; u < n_units; u += stride) {
-        uint4 v[kWords];
-#pragma unroll
-        for (int j = 0; j < kWords; j++)
-            v[j] = LOADS ? __ldg(d + u * kWords + j) : hashed_word(u * kWords + j);
-        count(reinterpret_cast<const uint32_t *>(v));
-    }
+    bench_each_unit<kWords, kUnits>(
+        n_units, [&](size_t i) { return LOADS ? __ldg(d + i) : hashed_word(i); }, count);
     __syncthreads();
     if (s_counts[threadIdx.x] == 0x9e3779b9u)
         *d_sink = s_counts[threadIdx.x];
@@ -252,6 +229,8 @@ static void bench_kernels(gimg_gpu *g)
     unsigned *const d_sync = bench_hist_sync(g);
     unsigned long long *d_sum;
     CK(cudaMalloc(&d_sum, 8));
+    gimg_launch::device_facts lim;
+    CK(gimg_launch::current_device(&lim));
     for (const BenchLayout &l : kBenchLayouts) {
         gimg_image h_in;
         if (gimg_image_alloc(&h_in, kSide, kSide, l.channels, l.sample)) {
@@ -295,8 +274,6 @@ static void bench_kernels(gimg_gpu *g)
                               &map, d_counts, d_sync, g->stream));
         });
         row_out("full pass (histogram)", hist_ms);
-        gimg_launch::device_facts lim;
-        CK(gimg_launch::current_device(&lim));
         if (l.sample == GIMG_U16 && count_floor_smem(l.channels) <= (size_t)lim.smem_optin) {
             row_out("count floor (16-bit)",
                     count_floor_ms<false>(g->stream, d_in, kSets, bytes, l.channels));
