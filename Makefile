@@ -39,8 +39,12 @@ CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) -Ilib -Ikernels -isystem $(STB_INCLUDE)
 DEFLATE_CFLAGS ?=
 DEFLATE_LIBS ?= -ldeflate
-CFLAGS += $(DEFLATE_CFLAGS)
-LDLIBS := $(DEFLATE_LIBS) -lm -pthread -fopenmp
+# The codecs' libraries (lib/codec.h): libjpeg-turbo, libspng, libtiff,
+# libwebp (with its demux), giflib. IMAGE_CFLAGS/IMAGE_LIBS point elsewhere.
+IMAGE_CFLAGS ?=
+IMAGE_LIBS ?= -ljpeg -lspng -ltiff -lwebpdemux -lwebp -lgif
+CFLAGS += $(DEFLATE_CFLAGS) $(IMAGE_CFLAGS)
+LDLIBS := $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -pthread -fopenmp
 
 ifeq ($(SANITIZE),1)
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -132,7 +136,8 @@ FUZZ_SECONDS ?= 30
 FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) \
                -Wno-pass-failed -Wno-unknown-warning-option \
-               -Ilib -Ikernels -Itests -Itests/fuzz -isystem $(STB_INCLUDE) $(DEFLATE_CFLAGS)
+               -Ilib -Ikernels -Itests -Itests/fuzz -isystem $(STB_INCLUDE) $(DEFLATE_CFLAGS) \
+               $(IMAGE_CFLAGS)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
 $(FUZZ_BUILD)/%.o: %.c $(wildcard lib/*.h) $(wildcard tests/*.h) $(wildcard tests/fuzz/*.h)
@@ -140,9 +145,9 @@ $(FUZZ_BUILD)/%.o: %.c $(wildcard lib/*.h) $(wildcard tests/*.h) $(wildcard test
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(FUZZ_BUILD)/lib/stb_impl.o: FUZZ_CFLAGS += -fno-sanitize=shift
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(DEFLATE_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm
 $(FUZZ_BUILD)/make_corpus: $(FUZZ_BUILD)/tests/fuzz/make_corpus.o $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ $(DEFLATE_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm
 fuzz: $(FUZZ_TARGETS) $(FUZZ_BUILD)/make_corpus
 fuzz-smoke: fuzz
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh
@@ -151,7 +156,7 @@ fuzz-smoke: fuzz
 NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppif -lnppist -lnppidei -lnppc,)
 NPP_FLAG := $(if $(NPP_LIBS),-DGIMG_HAVE_NPP,)
 $(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
-	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(DEFLATE_LIBS) -lgomp
+	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(IMAGE_LIBS) $(DEFLATE_LIBS) -lgomp
 
 # One benchmark per kernel file: tests/bench/bench_<op>.cu.
 BENCH_BINS := $(patsubst tests/bench/%.cu,$(BUILD)/tests/bench/%,$(wildcard tests/bench/bench_*.cu))

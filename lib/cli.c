@@ -75,7 +75,7 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
                  gimg_cpu_count());
         return buf;
     case K_QUALITY:
-        snprintf(buf, size, "JPEG quality, 1 to 100 (default %d)", GIMG_DEFAULT_JPEG_QUALITY);
+        snprintf(buf, size, "JPEG quality, 1 to 100 (default %d)", GIMG_DEFAULT_QUALITY);
         return buf;
     case K_PNG_LEVEL:
         snprintf(buf, size, "PNG compression level, 0 to 12 (default %d)",
@@ -273,7 +273,7 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
     case K_QUALITY:
         if ((st = gimg_cli_parse_int(name, arg, 1, 100, &v)))
             return st;
-        c->write.jpeg_quality = (int)v;
+        c->write.quality = (int)v;
         return GIMG_OK;
     case K_PNG_LEVEL:
         if ((st = gimg_cli_parse_int(name, arg, 0, 12, &v)))

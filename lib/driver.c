@@ -52,11 +52,6 @@ static void add_ms(job *j, gimg_timer t, double ms)
     pthread_mutex_unlock(&j->lock);
 }
 
-static const char *extension_of(gimg_format f)
-{
-    return f == GIMG_FMT_UNKNOWN ? NULL : f == GIMG_FMT_JPEG ? "jpg" : gimg_format_name(f);
-}
-
 /* 1 if an output spec is DIR/ (a folder, whether or not it exists yet). */
 static int ends_with_slash(const char *spec)
 {
@@ -459,7 +454,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
             j.out[k].o = d->images[k];
         if (d->transform) {
             j.out[0].o = (gimg_driver_output){.spec = c->output, .option = "-o"};
-            j.out[0].ext = extension_of(c->write.format);
+            j.out[0].ext = gimg_format_extension(c->write.format);
         }
     }
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st && !j.stream; k++)

@@ -89,14 +89,19 @@ typedef enum {
     GIMG_FMT_PNG, GIMG_FMT_JPEG, GIMG_FMT_BMP, GIMG_FMT_TGA, GIMG_FMT_HDR,
     GIMG_FMT_PNM,   /* P5/P6 (P1-P4 read too); gray and RGB, maxval 255 or 65535 */
     GIMG_FMT_PAM,   /* P7, 1-4 channels */
-    GIMG_FMT_PFM    /* Pf/PF, 32-bit float */
+    GIMG_FMT_PFM,   /* Pf/PF, 32-bit float */
+    GIMG_FMT_TIFF, GIMG_FMT_WEBP,
+    GIMG_FMT_GIF    /* read only (first frame) */
 } gimg_format;
 
-/* "png", "jpg", "jpeg", "ppm", "pgm", "pnm", "pam", "pfm", "hdr", ... ; UNKNOWN if none. */
+/* "png", "jpg", "jpeg", "ppm", "pgm", "pnm", "pam", "pfm", "hdr", "tif",
+ * "webp", ... (any extension of the codec table, lib/codec.h); UNKNOWN if none. */
 gimg_format gimg_format_from_name(const char *name);
 /* From a path's extension, case-insensitive; UNKNOWN if none or unknown. */
 gimg_format gimg_format_from_path(const char *path);
 const char *gimg_format_name(gimg_format f);
+/* 1 if libgimg can write format f (GIF, for one, is only read). */
+int gimg_format_writable(gimg_format f);
 /* From the first bytes of a file; UNKNOWN if not recognised. */
 gimg_format gimg_format_sniff(const unsigned char *buf, size_t len);
 
@@ -129,13 +134,26 @@ gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out);
 
 /* ----------------------------------------------------------------- writing */
 
-#define GIMG_DEFAULT_JPEG_QUALITY 90
+#define GIMG_DEFAULT_QUALITY 90
 #define GIMG_DEFAULT_PNG_LEVEL 6
+
+/* JPEG chroma subsampling. AUTO, the default, is 4:4:4 at quality 90 and
+ * above and 4:2:0 below, as libvips and ImageMagick choose. */
+typedef enum {
+    GIMG_SUBSAMPLE_AUTO = 0, GIMG_SUBSAMPLE_444, GIMG_SUBSAMPLE_422, GIMG_SUBSAMPLE_420
+} gimg_subsampling;
+
+/* TIFF compression; Deflate (with a horizontal predictor) is the default. */
+typedef enum { GIMG_TIFF_DEFLATE = 0, GIMG_TIFF_NONE, GIMG_TIFF_LZW } gimg_tiff_compression;
 
 typedef struct {
     gimg_format format;  /* UNKNOWN: chosen by gimg_output_format() */
-    int jpeg_quality;    /* 1..100 */
+    int quality;         /* 1..100: JPEG, and WebP unless lossless */
     int png_level;       /* 0..12 (libdeflate levels; 0 = stored) */
+    gimg_subsampling jpeg_subsampling;
+    int jpeg_progressive;            /* 1: a progressive JPEG */
+    gimg_tiff_compression tiff_compression;
+    int webp_lossless;               /* 1: lossless WebP */
 } gimg_write_opts;
 
 void gimg_write_opts_init(gimg_write_opts *o);
@@ -144,11 +162,31 @@ void gimg_write_opts_init(gimg_write_opts *o);
 gimg_format gimg_output_format(const char *path, const gimg_write_opts *o,
                                const gimg_image *im);
 
+/* Usage error (GIMG_E_USAGE) if an output named path, with these options,
+ * would get no format that libgimg writes: -f names a read-only format, or
+ * the name's extension is unknown or read-only ("out.gif"). A name
+ * without an extension, and "-", are PNM/PAM. */
+gimg_status gimg_check_output_name(const char *path, const gimg_write_opts *o);
+
 /* Encodes into a malloc'd buffer the caller frees. Converts where the format
  * needs it (e.g. 16-bit to 8-bit for JPEG, float to 8/16-bit for PNG and
- * float to RGB for HDR), as documented in gimg(7). */
+ * float to RGB for HDR), as documented in gimg(7); what such a conversion
+ * loses is recorded for gimg_take_losses(). */
 gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
                         unsigned char **buf, size_t *len);
+
+/* What encoding had to give up since the last call, process-wide (bits of
+ * GIMG_LOSS_*), and the format of the first such loss; clears both. The
+ * tools print one warning a run from it (unless -q). */
+enum {
+    GIMG_LOSS_ALPHA = 1 << 0,   /* the alpha channel dropped */
+    GIMG_LOSS_DEPTH = 1 << 1,   /* 16-bit samples narrowed to 8-bit */
+    GIMG_LOSS_FLOAT = 1 << 2    /* float samples clamped and quantised to integers */
+};
+unsigned gimg_take_losses(gimg_format *first_format);
+/* The losses as words for a message: "alpha dropped, 16-bit narrowed to
+ * 8-bit"; "" for none. */
+const char *gimg_loss_text(unsigned losses, char *buf, size_t size);
 
 /* Writes buf to path atomically: a temporary file beside the target, renamed
  * over it only after a complete, checked write and close; nothing appears on

@@ -9,9 +9,12 @@
 
 /* ------------------------------------------------------------ format.c */
 
-/* If buf starts like a format we recognise but do not support (GIF, PSD,
- * PIC, TIFF, WebP), its name; otherwise NULL. */
+/* If buf starts like a format we recognise but do not support (PSD, PIC),
+ * its name; otherwise NULL. */
 const char *gimg_io_unsupported_format(const unsigned char *buf, size_t len);
+/* The extension outputs of format f get (DIR/ with -f): "jpg", "png", ...;
+ * NULL for UNKNOWN. Points to per-thread storage. */
+const char *gimg_format_extension(gimg_format f);
 
 /* -------------------------------------------------------------- read.c */
 

@@ -1,12 +1,11 @@
-/* read.c — reading files and decoding images (stb_image and pnm.c). */
+/* read.c — reading files, and decoding them through the codec table (codec.h). */
 #include "alloc_internal.h"
-#include "precheck_internal.h"
+#include "codec.h"
 #include "io_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stb_image.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -123,97 +122,25 @@ void gimg_slurp_free(unsigned char *buf, size_t len)
         munmap(buf, len);
 }
 
-/* stb's reason for the last failure. stb tries every format's signature in
- * turn, and a decoder that fails without a reason of its own leaves the PNG
- * test's "bad png sig" behind, which would name the wrong format. */
-static const char *stb_reason(gimg_format f)
-{
-    const char *why = stbi_failure_reason();
-    if (!why || (f != GIMG_FMT_PNG && strcmp(why, "bad png sig") == 0))
-        return "corrupt data";
-    return why;
-}
-
-static const char *stb_format_name(gimg_format f)
-{
-    switch (f) {
-    case GIMG_FMT_PNG: return "PNG";
-    case GIMG_FMT_JPEG: return "JPEG";
-    case GIMG_FMT_BMP: return "BMP";
-    case GIMG_FMT_TGA: return "TGA";
-    case GIMG_FMT_HDR: return "HDR";
-    default: return "image";
-    }
-}
-
-/* Only the header matters to stb's probes, so capping a >2 GiB buffer at
- * INT_MAX for them is harmless; decoding such a buffer is refused. */
-static int stb_len(size_t len)
-{
-    return len > INT_MAX ? INT_MAX : (int)len;
-}
-
-/* stb_image refuses PNGs of more than 2^30 samples as corrupt ("unknown
- * image type"); read the size from IHDR first, so that a large image is
- * refused as what it is: over gimg's limit, or over the decoder's. */
-static gimg_status check_png_size(const unsigned char *buf, size_t len)
-{
-    if (len < 33 || memcmp(buf + 12, "IHDR", 4) != 0)
-        return GIMG_OK;                                  /* stb reports it */
-    const uint32_t w = (uint32_t)buf[16] << 24 | (uint32_t)buf[17] << 16 | buf[18] << 8 | buf[19];
-    const uint32_t h = (uint32_t)buf[20] << 24 | (uint32_t)buf[21] << 16 | buf[22] << 8 | buf[23];
-    const int depth = buf[24], type = buf[25];
-    /* Samples per pixel as stored (a palette index is one). */
-    const int stored = type == 0 ? 1 : type == 2 ? 3 : type == 3 ? 1 : type == 4 ? 2 : 4;
-    const int decoded = type == 3 ? 3 : stored;
-    gimg_status st = gimg_check_size(w, h, decoded, depth == 16 ? GIMG_U16 : GIMG_U8, NULL, NULL);
-    if (st)
-        return st;
-    if ((uint64_t)w * h * (uint64_t)stored > ((uint64_t)1 << 30))
-        return gimg_fail(GIMG_E_LIMIT, "PNG image %ux%u is beyond the PNG decoder's limit of "
-                                       "2^30 samples", w, h);
-    return GIMG_OK;
-}
-
 gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info)
 {
     memset(info, 0, sizeof *info);
     if (!buf || len == 0)
         return gimg_fail(GIMG_E_FORMAT, "empty file");
-    gimg_format f = gimg_format_sniff(buf, len);
-    if (f == GIMG_FMT_UNKNOWN) {
-        const char *name = gimg_io_unsupported_format(buf, len);
-        if (name)
-            return gimg_fail(GIMG_E_FORMAT, "%s format not supported", name);
+    const char *unsupported = gimg_io_unsupported_format(buf, len);
+    if (unsupported)
+        return gimg_fail(GIMG_E_FORMAT, "%s format not supported", unsupported);
+    const gimg_codec *c = gimg_codec_sniff(buf, len);
+    if (!c)
         return gimg_fail(GIMG_E_FORMAT, "unrecognised image format");
+    if (!c->decode)
+        return gimg_fail(GIMG_E_FORMAT, "%s files are not read", c->name);
+    gimg_status st = c->probe(buf, len, info);
+    if (st) {
+        memset(info, 0, sizeof *info);
+        return st;
     }
-    if (f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM)
-        return gimg_pnm_probe(buf, len, info);
-
-    gimg_status st;
-    int png_channels = 0;
-    if (f == GIMG_FMT_PNG &&
-        ((st = check_png_size(buf, len)) || (st = gimg_png_precheck(buf, len, 0, &png_channels))))
-        return st;
-    /* stb's JPEG header parse already builds the Huffman tables. */
-    if (f == GIMG_FMT_JPEG && (st = gimg_precheck(f, buf, len)))
-        return st;
-    int w, h, c, n = stb_len(len);
-    if (!stbi_info_from_memory(buf, n, &w, &h, &c))
-        return gimg_fail(GIMG_E_FORMAT, "invalid %s header (%s)", stb_format_name(f),
-                         stb_reason(f));
-    /* stb's BMP probe passes on a top-down file's negative height, which
-     * its loader (and we) read as the image's height. */
-    if (f == GIMG_FMT_BMP && h < 0 && h != INT_MIN)
-        h = -h;
-    info->format = f;
-    info->width = w;
-    info->height = h;
-    /* stb's probe leaves out the alpha a PNG's tRNS chunk adds. */
-    info->channels = f == GIMG_FMT_PNG ? png_channels : c;
-    info->sample = f == GIMG_FMT_HDR && stbi_is_hdr_from_memory(buf, n) ? GIMG_F32
-                 : stbi_is_16_bit_from_memory(buf, n)                  ? GIMG_U16
-                                                                       : GIMG_U8;
+    info->format = c->format;
     return GIMG_OK;
 }
 
@@ -224,47 +151,13 @@ gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image 
     gimg_status st = gimg_probe_memory(buf, len, &info);
     if (st)
         return st;
-    if (info.format == GIMG_FMT_PNM || info.format == GIMG_FMT_PAM || info.format == GIMG_FMT_PFM)
-        return gimg_pnm_decode(buf, len, out);
-    /* The limits are judged from the header, before stb allocates anything. */
+    /* The limits are judged from the header, before the decoder allocates. */
     if ((st = gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, NULL)))
         return st;
-    if (len > INT_MAX)
-        return gimg_fail(GIMG_E_LIMIT, "%s file of %zu bytes is too large for the decoder",
-                         stb_format_name(info.format), len);
-
-    /* What stb mishandles (hangs, overflows, invented pixels) is refused first. */
-    if ((st = gimg_precheck(info.format, buf, len)))
-        return st;
-    int w = 0, h = 0, c = 0;
-    void *px;
-    if (info.sample == GIMG_F32)
-        px = stbi_loadf_from_memory(buf, (int)len, &w, &h, &c, 0);
-    else if (info.sample == GIMG_U16)
-        px = stbi_load_16_from_memory(buf, (int)len, &w, &h, &c, 0);
-    else
-        px = stbi_load_from_memory(buf, (int)len, &w, &h, &c, 0);
-    if (!px) {
-        const char *why = stb_reason(info.format);
-        if (strcmp(why, "outofmem") == 0)
-            return gimg_fail(GIMG_E_NOMEM, "out of memory decoding %s", stb_format_name(info.format));
-        return gimg_fail(GIMG_E_FORMAT, "corrupt or unsupported %s file (%s)",
-                         stb_format_name(info.format), why);
-    }
-    size_t row;
-    if ((st = gimg_check_size(w, h, c, info.sample, &row, NULL))) {
-        free(px);
-        return st;
-    }
-    /* stb_impl.c makes stb allocate like gimg_image_alloc() (64-byte
-     * aligned, released by free()), so the image adopts stb's buffer. */
-    out->width = w;
-    out->height = h;
-    out->channels = c;
-    out->sample = info.sample;
-    out->stride_bytes = row;
-    out->data = px;
-    return GIMG_OK;
+    st = gimg_codec_of(info.format)->decode(buf, len, out);
+    if (st)
+        memset(out, 0, sizeof *out);
+    return st;
 }
 
 gimg_status gimg_read(const char *path, gimg_image *out)

@@ -2,17 +2,17 @@
  * stb_impl.c — the one translation unit that compiles stb_image and
  * stb_image_write (Debian's libstb-dev headers), configured for libgimg:
  *
- *  - Only the formats we route to stb are compiled in. GIF, PSD and PIC are
- *    out because we do not support them (format.c names them in its error),
- *    PNM because pnm.c reads it with full maxval, PAM and PFM support.
+ *  - Only the formats we route to stb are compiled in: BMP, TGA and HDR
+ *    (codec_stb.c). JPEG, PNG and GIF have codecs of their own on
+ *    libjpeg-turbo, libspng and giflib; PNM is codec_pnm.c's.
  *  - stb_image allocates with 64-byte alignment, like gimg_image_alloc(), so
- *    read.c can adopt a decoded buffer as an image's pixels without a copy
+ *    codec_stb.c can adopt a decoded buffer as an image's pixels without a copy
  *    and gimg_image_free() (plain free()) releases it.
- *  - stb_image_write serves JPEG, BMP, TGA and HDR only. PNG is written by
- *    png.c with libdeflate: stb's PNG writer, even with libdeflate plugged
- *    in through STBIW_ZLIB_COMPRESS, spends as long choosing row filters
- *    (single-threaded) as png.c takes for the whole file, and has no 16-bit
- *    mode; so its zlib hook is not compiled in.
+ *  - stb_image_write serves BMP, TGA and HDR only. PNG is written by
+ *    codec_png.c with libdeflate: stb's PNG writer, even with libdeflate
+ *    plugged in through STBIW_ZLIB_COMPRESS, spends as long choosing row
+ *    filters (single-threaded) as codec_png.c takes for the whole file, and
+ *    has no 16-bit mode; JPEG by codec_jpeg.c with libjpeg-turbo.
  */
 #include "io_internal.h"
 
@@ -31,8 +31,9 @@ static void *aligned_malloc(size_t size)
 }
 
 /* realloc() would not keep the 64-byte alignment, so grow by copying. stb
- * grows its buffers geometrically, which keeps the copies amortised O(n). */
-static void *aligned_realloc_sized(void *old, size_t old_size, size_t new_size)
+ * requires a realloc, though none of the three formats compiled in grows
+ * a buffer. */
+__attribute__((unused)) static void *aligned_realloc_sized(void *old, size_t old_size, size_t new_size)
 {
     void *p = aligned_malloc(new_size);
     if (!p)
@@ -46,10 +47,9 @@ static void *aligned_realloc_sized(void *old, size_t old_size, size_t new_size)
 
 /* ---------------------------------------------------------------- stb */
 
-#define STBI_NO_GIF
-#define STBI_NO_PSD
-#define STBI_NO_PIC
-#define STBI_NO_PNM
+#define STBI_ONLY_BMP
+#define STBI_ONLY_TGA
+#define STBI_ONLY_HDR
 #define STBI_NO_STDIO
 #define STBI_MAX_DIMENSIONS GIMG_MAX_DIMENSION
 #define STBI_MALLOC(sz) aligned_malloc(sz)

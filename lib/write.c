@@ -1,20 +1,16 @@
 /*
- * write.c — encoding images and writing files atomically.
+ * write.c — encoding images through the codec table (codec.h), and writing
+ * files atomically.
  *
- * Conversions gimg_encode() makes where a format cannot hold the layout
- * (16 -> 8 bit: round(v / 257); float -> 8 bit: round(clamp(v, 0, 1) * 255);
- * float -> 16 bit: round(clamp(v, 0, 1) * 65535); 8/16 bit -> float: v / 255
- * or v / 65535; NaN counts as 0):
- *   PNG  1-4 channels, 8 or 16 bit; float becomes 16-bit.
- *   JPEG 8-bit; alpha dropped. stb writes YCbCr, so gray reads back as RGB.
- *   BMP  8-bit; 1 and 3 channels as 24-bit RGB (gray reads back as RGB),
- *        4 as 32-bit with alpha; a gray+alpha image loses its alpha.
- *   TGA  8-bit, 1-4 channels.
- *   HDR  float (Radiance RGBE); alpha dropped; gray reads back as RGB.
- *   PNM  P5/P6, 8 or 16 bit; alpha dropped; float becomes 16-bit.
- *   PAM  P7, 1-4 channels, 8 or 16 bit; float becomes 16-bit.
- *   PFM  float; alpha dropped.
+ * Each codec says which layout its format stores (codec.layout); gimg_encode
+ * converts to it here, once for every codec, and records what the
+ * conversion lost for the tools' warning (gimg_take_losses):
+ *   16 -> 8 bit: round(v / 257); float -> 8 bit: round(clamp(v, 0, 1) * 255);
+ *   float -> 16 bit: round(clamp(v, 0, 1) * 65535); 8/16 bit -> float: v / 255
+ *   or v / 65535; NaN counts as 0; alpha, where the format has none, dropped.
+ * The layouts per format are listed in gimg(7), FORMATS.
  */
+#include "codec.h"
 #include "io_internal.h"
 
 #include <errno.h>
@@ -23,7 +19,6 @@
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stb_image_write.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,8 +28,12 @@
 void gimg_write_opts_init(gimg_write_opts *o)
 {
     o->format = GIMG_FMT_UNKNOWN;
-    o->jpeg_quality = GIMG_DEFAULT_JPEG_QUALITY;
+    o->quality = GIMG_DEFAULT_QUALITY;
     o->png_level = GIMG_DEFAULT_PNG_LEVEL;
+    o->jpeg_subsampling = GIMG_SUBSAMPLE_AUTO;
+    o->jpeg_progressive = 0;
+    o->tiff_compression = GIMG_TIFF_DEFLATE;
+    o->webp_lossless = 0;
 }
 
 gimg_format gimg_output_format(const char *path, const gimg_write_opts *o, const gimg_image *im)
@@ -83,15 +82,13 @@ static inline uint16_t f32_to_u16(float v)
     }
 
 /* *view gets im with `channels` channels (the same, or alpha dropped) and
- * `sample` samples; tightly packed if `tight` (stb's writers take no
- * stride). When nothing needs to change it shares im's pixels and *owned
- * is 0; otherwise the caller frees it. */
-static gimg_status convert(const gimg_image *im, int channels, gimg_sample sample, int tight,
+ * `sample` samples. When nothing needs to change it shares im's pixels
+ * and *owned is 0; otherwise the caller frees it. */
+static gimg_status convert(const gimg_image *im, int channels, gimg_sample sample,
                            gimg_image *view, int *owned)
 {
-    size_t row = (size_t)im->width * gimg_pixel_bytes(im);
     *owned = 0;
-    if (channels == im->channels && sample == im->sample && (!tight || im->stride_bytes == row)) {
+    if (channels == im->channels && sample == im->sample) {
         *view = *im;
         return GIMG_OK;
     }
@@ -125,46 +122,6 @@ static gimg_status convert(const gimg_image *im, int channels, gimg_sample sampl
 
 /* ---------------------------------------------------------- encoding */
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-    int failed;
-} membuf;
-
-/* stb_image_write's output callback: it cannot report failure, so a failed
- * allocation is remembered and reported after stb returns. */
-static void membuf_put(void *ctx, void *data, int size)
-{
-    membuf *m = ctx;
-    if (m->failed || size <= 0)
-        return;
-    size_t n = (size_t)size;
-    if (m->cap - m->len < n) {
-        size_t ncap = m->cap ? m->cap : 4096;
-        while (ncap - m->len < n) {
-            if (ncap > SIZE_MAX / 2) {
-                m->failed = 1;
-                return;
-            }
-            ncap *= 2;
-        }
-        unsigned char *np = realloc(m->p, ncap);
-        if (!np) {
-            m->failed = 1;
-            return;
-        }
-        m->p = np;
-        m->cap = ncap;
-    }
-    memcpy(m->p + m->len, data, n);
-    m->len += n;
-}
-
-static int alpha_dropped(int c)
-{
-    return c == 2 ? 1 : c == 4 ? 3 : c;
-}
-
 static gimg_status check_image(const gimg_image *im)
 {
     if (!im || !im->data || im->width < 1 || im->height < 1 || im->width > GIMG_MAX_DIMENSION ||
@@ -175,58 +132,45 @@ static gimg_status check_image(const gimg_image *im)
     return GIMG_OK;
 }
 
-/* stb_image_write indexes pixels and sizes files with int. */
-static int fits_stb(const gimg_image *im, int channels, gimg_sample sample)
+/* ------------------------------------------------------------- losses */
+
+static atomic_uint g_losses;
+static _Atomic gimg_format g_loss_format;
+
+static unsigned losses_of(const gimg_image *im, int channels, gimg_sample sample)
 {
-    uint64_t row = (uint64_t)im->width * (uint64_t)channels * (uint64_t)sample;
-    return row <= (1u << 23) && (row + 1) * (uint64_t)im->height <= INT_MAX / 2;
+    unsigned l = 0;
+    if (channels < im->channels && im->channels % 2 == 0)
+        l |= GIMG_LOSS_ALPHA;
+    if (im->sample == GIMG_U16 && sample == GIMG_U8)
+        l |= GIMG_LOSS_DEPTH;
+    if (im->sample == GIMG_F32 && sample != GIMG_F32)
+        l |= GIMG_LOSS_FLOAT;
+    return l;
 }
 
-static gimg_status encode_stb(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
-                              unsigned char **buf, size_t *len)
+unsigned gimg_take_losses(gimg_format *first_format)
 {
-    int c = im->channels;
-    gimg_sample sample = GIMG_U8;
-    switch (f) {
-    case GIMG_FMT_JPEG: c = alpha_dropped(c); break;
-    case GIMG_FMT_BMP: c = c == 2 ? 1 : c; break;
-    case GIMG_FMT_TGA: break;
-    default: c = alpha_dropped(c); sample = GIMG_F32; break; /* HDR */
-    }
-    if (!fits_stb(im, c, sample))
-        return gimg_fail(GIMG_E_LIMIT, "image %dx%d is too large for the %s writer", im->width,
-                         im->height, gimg_format_name(f));
-    gimg_image v;
-    int owned;
-    gimg_status st = convert(im, c, sample, 1, &v, &owned);
-    if (st)
-        return st;
-    membuf m = { 0 };
-    int ok;
-    switch (f) {
-    case GIMG_FMT_JPEG:
-        ok = stbi_write_jpg_to_func(membuf_put, &m, v.width, v.height, c, v.data, o->jpeg_quality);
-        break;
-    case GIMG_FMT_BMP:
-        ok = stbi_write_bmp_to_func(membuf_put, &m, v.width, v.height, c, v.data);
-        break;
-    case GIMG_FMT_TGA:
-        ok = stbi_write_tga_to_func(membuf_put, &m, v.width, v.height, c, v.data);
-        break;
-    default:
-        ok = stbi_write_hdr_to_func(membuf_put, &m, v.width, v.height, c, (const float *)v.data);
-        break;
-    }
-    if (owned)
-        gimg_image_free(&v);
-    if (!ok || m.failed) {
-        free(m.p);
-        /* stb fails only for lack of memory once its inputs are valid. */
-        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding %s", gimg_format_name(f));
-    }
-    *buf = m.p;
-    *len = m.len;
-    return GIMG_OK;
+    unsigned l = atomic_exchange(&g_losses, 0);
+    gimg_format f = atomic_exchange(&g_loss_format, GIMG_FMT_UNKNOWN);
+    if (first_format)
+        *first_format = f;
+    return l;
+}
+
+const char *gimg_loss_text(unsigned losses, char *buf, size_t size)
+{
+    static const char *const words[] = {"alpha dropped", "16-bit samples narrowed to 8-bit",
+                                        "float samples clamped to 0..1 and quantised"};
+    size_t n = 0;
+    if (size)
+        buf[0] = '\0';
+    for (unsigned i = 0; i < sizeof words / sizeof words[0] && n < size; i++)
+        if (losses >> i & 1) {
+            int k = snprintf(buf + n, size - n, "%s%s", n ? ", " : "", words[i]);
+            n += k > 0 ? (size_t)k : 0;
+        }
+    return buf;
 }
 
 gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
@@ -242,39 +186,30 @@ gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_op
     gimg_status st = check_image(im);
     if (st)
         return st;
-    if (o->jpeg_quality < 1 || o->jpeg_quality > 100)
-        return gimg_fail(GIMG_E_USAGE, "JPEG quality %d is not in 1..100", o->jpeg_quality);
+    if (o->quality < 1 || o->quality > 100)
+        return gimg_fail(GIMG_E_USAGE, "quality %d is not in 1..100", o->quality);
     if (o->png_level < 0 || o->png_level > 12)
         return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", o->png_level);
 
-    gimg_image v;
-    int owned = 0;
-    switch (f) {
-    case GIMG_FMT_PNG:
-        /* png.c, not stb: see there why. Float is written as 16-bit. */
-        if ((st = convert(im, im->channels, im->sample == GIMG_U8 ? GIMG_U8 : GIMG_U16, 0, &v,
-                          &owned)))
-            return st;
-        st = gimg_png_encode(&v, o->png_level, buf, len);
-        break;
-    case GIMG_FMT_JPEG:
-    case GIMG_FMT_BMP:
-    case GIMG_FMT_TGA:
-    case GIMG_FMT_HDR:
-        return encode_stb(im, f, o, buf, len);
-    case GIMG_FMT_PNM:
-    case GIMG_FMT_PAM:
-    case GIMG_FMT_PFM: {
-        int c = f == GIMG_FMT_PAM ? im->channels : alpha_dropped(im->channels);
-        gimg_sample s = f == GIMG_FMT_PFM ? GIMG_F32 : im->sample == GIMG_U8 ? GIMG_U8 : GIMG_U16;
-        if ((st = convert(im, c, s, 0, &v, &owned)))
-            return st;
-        st = gimg_pnm_encode(&v, f, buf, len);
-        break;
-    }
-    default:
+    const gimg_codec *c = gimg_codec_of(f);
+    if (!c)
         return gimg_fail(GIMG_E_USAGE, "no output format given");
+    if (!c->encode)
+        return gimg_fail(GIMG_E_USAGE, "%s files can be read but not written", c->name);
+    int channels = im->channels;
+    gimg_sample sample = im->sample;
+    c->layout(&channels, &sample);
+    unsigned lost = losses_of(im, channels, sample);
+    if (lost) {
+        gimg_format none = GIMG_FMT_UNKNOWN;
+        atomic_compare_exchange_strong(&g_loss_format, &none, f);
+        atomic_fetch_or(&g_losses, lost);
     }
+    gimg_image v;
+    int owned;
+    if ((st = convert(im, channels, sample, &v, &owned)))
+        return st;
+    st = c->encode(&v, o, buf, len);
     if (owned)
         gimg_image_free(&v);
     return st;

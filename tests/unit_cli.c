@@ -97,8 +97,8 @@ static void test_long_forms(void)
     reset();
     CHECK(PARSE(&c, "--fast", "--format=png", "--quality=50", "in") == GIMG_OK, "%s",
           gimg_last_error());
-    CHECK(g_seen.fast == 1 && c.write.format == GIMG_FMT_PNG && c.write.jpeg_quality == 50,
-          "fast %d format %d quality %d", g_seen.fast, c.write.format, c.write.jpeg_quality);
+    CHECK(g_seen.fast == 1 && c.write.format == GIMG_FMT_PNG && c.write.quality == 50,
+          "fast %d format %d quality %d", g_seen.fast, c.write.format, c.write.quality);
 }
 
 static void test_short_forms(void)
@@ -304,7 +304,7 @@ static void test_common_defaults(void)
     reset();
     CHECK(PARSE(&c, "in") == GIMG_OK, "%s", gimg_last_error());
     CHECK(c.write.format == GIMG_FMT_UNKNOWN, "format %d", c.write.format);
-    CHECK(c.write.jpeg_quality == GIMG_DEFAULT_JPEG_QUALITY, "quality %d", c.write.jpeg_quality);
+    CHECK(c.write.quality == GIMG_DEFAULT_QUALITY, "quality %d", c.write.quality);
     CHECK(c.write.png_level == GIMG_DEFAULT_PNG_LEVEL, "level %d", c.write.png_level);
     CHECK(c.device.kind == GIMG_DEV_AUTO, "device %d", c.device.kind);
     CHECK(c.max_pixels == GIMG_DEFAULT_MAX_PIXELS, "max %llu", (unsigned long long)c.max_pixels);
@@ -320,13 +320,13 @@ static void test_common_values(void)
     CHECK(PARSE(&c, "--quality", "1", "--png-level", "12", "--max-pixels", "1000", "in") ==
               GIMG_OK,
           "%s", gimg_last_error());
-    CHECK(c.write.jpeg_quality == 1 && c.write.png_level == 12, "q %d l %d",
-          c.write.jpeg_quality, c.write.png_level);
+    CHECK(c.write.quality == 1 && c.write.png_level == 12, "q %d l %d",
+          c.write.quality, c.write.png_level);
     CHECK(c.max_pixels == 1000 && gimg_max_pixels() == 1000, "max %llu",
           (unsigned long long)gimg_max_pixels());
     reset();
     CHECK(PARSE(&c, "--quality=100", "--png-level=0", "in") == GIMG_OK &&
-              c.write.jpeg_quality == 100 && c.write.png_level == 0,
+              c.write.quality == 100 && c.write.png_level == 0,
           "%s", gimg_last_error());
     const char *bad[][2] = {
         {"--quality", "0"},     {"--quality", "101"},  {"--quality", "9x"},

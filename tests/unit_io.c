@@ -537,15 +537,15 @@ static void test_encode_options(void)
         return;
     gimg_write_opts o;
     gimg_write_opts_init(&o);
-    CHECK(o.format == GIMG_FMT_UNKNOWN && o.jpeg_quality == GIMG_DEFAULT_JPEG_QUALITY &&
+    CHECK(o.format == GIMG_FMT_UNKNOWN && o.quality == GIMG_DEFAULT_QUALITY &&
           o.png_level == GIMG_DEFAULT_PNG_LEVEL, "gimg_write_opts_init: %d %d %d", o.format,
-          o.jpeg_quality, o.png_level);
+          o.quality, o.png_level);
     unsigned char *buf;
     size_t len;
     double mae[2] = { -1, -1 };
     static const int q[2] = { 100, 20 };
     for (int t = 0; t < 2; t++) {
-        o.jpeg_quality = q[t];
+        o.quality = q[t];
         if (gimg_encode(&src, GIMG_FMT_JPEG, &o, &buf, &len) != GIMG_OK) {
             CHECK(0, "JPEG quality %d: %s", q[t], gimg_last_error());
             continue;
@@ -561,16 +561,16 @@ static void test_encode_options(void)
     }
     CHECK(mae[0] >= 0 && mae[0] < mae[1], "JPEG mean error at quality 100 (%.3f) is not below "
           "quality 20's (%.3f)", mae[0], mae[1]);
-    o.jpeg_quality = 90;
+    o.quality = 90;
     static const int bad_q[] = { 0, 101, -5 };
     for (size_t i = 0; i < 3; i++) {
-        o.jpeg_quality = bad_q[i];
+        o.quality = bad_q[i];
         buf = (unsigned char *)1;
         CHECK(gimg_encode(&src, GIMG_FMT_JPEG, &o, &buf, &len) == GIMG_E_USAGE,
               "JPEG quality %d accepted", bad_q[i]);
         CHECK(buf == NULL && len == 0, "a failed encode leaves *buf set");
     }
-    o.jpeg_quality = 90;
+    o.quality = 90;
     static const int bad_l[] = { -1, 13 };
     for (size_t i = 0; i < 2; i++) {
         o.png_level = bad_l[i];

@@ -131,8 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "output does not point into argv");
         FUZZ_CHECK(!c.input || in_argv(c.input, orig, argc), "input does not point into argv");
         FUZZ_CHECK(c.max_pixels == gimg_max_pixels(), "--max-pixels not applied");
-        FUZZ_CHECK(c.write.jpeg_quality >= 1 && c.write.jpeg_quality <= 100, "quality %d",
-                   c.write.jpeg_quality);
+        FUZZ_CHECK(c.write.quality >= 1 && c.write.quality <= 100, "quality %d",
+                   c.write.quality);
         FUZZ_CHECK(c.write.png_level >= 0 && c.write.png_level <= 12, "png level %d",
                    c.write.png_level);
     }

@@ -98,7 +98,7 @@ static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_s
     testimg_fill_random(&im, (uint64_t)w * 131 + (uint64_t)h * 7 + (uint64_t)c);
     gimg_write_opts o;
     gimg_write_opts_init(&o);
-    o.jpeg_quality = quality;
+    o.quality = quality;
     o.png_level = level;
     unsigned char *data;
     size_t len;

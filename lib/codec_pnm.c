@@ -1,5 +1,5 @@
 /*
- * pnm.c — our own netpbm reader and writer: PBM/PGM/PPM (P1-P6), PAM (P7)
+ * codec_pnm.c — our own netpbm codec, reader and writer: PBM/PGM/PPM (P1-P6), PAM (P7)
  * and PFM (Pf/PF).
  *
  * Reading
@@ -26,6 +26,7 @@
  * little-endian with scale -1.0; 16-bit samples are big-endian on file.
  */
 #include "alloc_internal.h"
+#include "codec.h"
 #include "io_internal.h"
 
 #include <errno.h>
@@ -650,3 +651,78 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
     *len = total;
     return GIMG_OK;
 }
+
+/* ------------------------------------------------------ the codec rows */
+
+static int is_pnm_space(int c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* "P1".."P7", "PF" or "Pf", then whitespace or a comment. A two-byte file
+ * still counts, so that the reader can say it is truncated rather than
+ * unrecognised. Returns the letter after 'P', or 0. */
+static int netpbm_kind(const unsigned char *buf, size_t len)
+{
+    if (len >= 2 && buf[0] == 'P' &&
+        ((buf[1] >= '1' && buf[1] <= '7') || buf[1] == 'F' || buf[1] == 'f') &&
+        (len == 2 || is_pnm_space(buf[2]) || buf[2] == '#'))
+        return buf[1];
+    return 0;
+}
+
+static int sniff_pnm(const unsigned char *buf, size_t len)
+{
+    int k = netpbm_kind(buf, len);
+    return k >= '1' && k <= '6';
+}
+static int sniff_pam(const unsigned char *buf, size_t len) { return netpbm_kind(buf, len) == '7'; }
+static int sniff_pfm(const unsigned char *buf, size_t len)
+{
+    int k = netpbm_kind(buf, len);
+    return k == 'F' || k == 'f';
+}
+
+static int alpha_dropped(int c) { return c == 2 ? 1 : c == 4 ? 3 : c; }
+
+static void layout_pnm(int *channels, gimg_sample *sample)
+{
+    *channels = alpha_dropped(*channels);
+    *sample = *sample == GIMG_U8 ? GIMG_U8 : GIMG_U16;
+}
+static void layout_pam(int *channels, gimg_sample *sample)
+{
+    *sample = *sample == GIMG_U8 ? GIMG_U8 : GIMG_U16;
+}
+static void layout_pfm(int *channels, gimg_sample *sample)
+{
+    *channels = alpha_dropped(*channels);
+    *sample = GIMG_F32;
+}
+
+static gimg_status encode_pnm(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
+                              size_t *len)
+{
+    return gimg_pnm_encode(im, GIMG_FMT_PNM, buf, len);
+}
+static gimg_status encode_pam(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
+                              size_t *len)
+{
+    return gimg_pnm_encode(im, GIMG_FMT_PAM, buf, len);
+}
+static gimg_status encode_pfm(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
+                              size_t *len)
+{
+    return gimg_pnm_encode(im, GIMG_FMT_PFM, buf, len);
+}
+
+const gimg_codec gimg_codec_pnm = {
+    GIMG_FMT_PNM, "PNM", "pnm ppm pgm pbm", sniff_pnm, gimg_pnm_probe, gimg_pnm_decode,
+    layout_pnm, encode_pnm,
+};
+const gimg_codec gimg_codec_pam = {
+    GIMG_FMT_PAM, "PAM", "pam", sniff_pam, gimg_pnm_probe, gimg_pnm_decode, layout_pam, encode_pam,
+};
+const gimg_codec gimg_codec_pfm = {
+    GIMG_FMT_PFM, "PFM", "pfm", sniff_pfm, gimg_pnm_probe, gimg_pnm_decode, layout_pfm, encode_pfm,
+};

@@ -1,5 +1,6 @@
 /*
- * png.c — libgimg's PNG writer, for 8- and 16-bit images of 1-4 channels.
+ * codec_png.c — PNG: decoding with libspng; our own writer (below) for 8- and
+ * 16-bit images of 1-4 channels.
  *
  * stb_image_write's PNG writer is not used: on a 12-megapixel photo its row
  * filtering alone takes about as long as our whole encode, and it has no
@@ -21,6 +22,7 @@
  *    (and than ImageMagick's output). On drawn or flat images LZ wins by
  *    far, and libdeflate's stream is kept.
  */
+#include "codec.h"
 #include "io_internal.h"
 
 #include <libdeflate.h>
@@ -810,3 +812,37 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
     *len = total;
     return GIMG_OK;
 }
+
+/* ------------------------------------------------------ the codec row */
+
+static int sniff_png(const unsigned char *buf, size_t len)
+{
+    return len >= 8 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+
+static gimg_status probe_png(const unsigned char *buf, size_t len, gimg_info *info)
+{
+    return gimg_fail(GIMG_E_FORMAT, "PNG is not read yet");
+}
+
+static gimg_status decode_png(const unsigned char *buf, size_t len, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    return gimg_fail(GIMG_E_FORMAT, "PNG is not read yet");
+}
+
+/* Float is written as 16-bit. */
+static void layout_png(int *channels, gimg_sample *sample)
+{
+    *sample = *sample == GIMG_U8 ? GIMG_U8 : GIMG_U16;
+}
+
+static gimg_status encode_png(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
+                              size_t *len)
+{
+    return gimg_png_encode(im, o->png_level, buf, len);
+}
+
+const gimg_codec gimg_codec_png = {
+    GIMG_FMT_PNG, "PNG", "png", sniff_png, probe_png, decode_png, layout_png, encode_png,
+};

@@ -1,0 +1,77 @@
+/*
+ * codec.h — the codec table: one row per image format, one file per codec
+ * (lib/codec_<name>.c), as libvips' foreign/. read.c and write.c dispatch
+ * through the table only; adding a format is a file and a row (format.c).
+ *
+ *   format   codec file       library            reads / writes
+ *   JPEG     codec_jpeg.c     libjpeg-turbo      yes / yes
+ *   PNG      codec_png.c      libspng / ours+libdeflate  yes / yes
+ *   TIFF     codec_tiff.c     libtiff            yes / yes
+ *   WebP     codec_webp.c     libwebp            yes / yes
+ *   GIF      codec_gif.c      giflib             yes (first frame) / no
+ *   BMP, TGA, HDR  codec_stb.c  stb_image(_write) yes / yes
+ *   PNM, PAM, PFM  codec_pnm.c  ours (pnm.c)      yes / yes
+ *
+ * The contract every codec keeps:
+ *  - probe reads header facts only: no pixel decoding, no large allocation.
+ *  - decode checks the header's size with gimg_check_size() (which applies
+ *    --max-pixels) before any allocation that grows with the image, and
+ *    bounds its time: a file may not make it work without limit (e.g.
+ *    JPEG's scan count). On success *out owns a tightly packed or strided
+ *    image (gimg_image_alloc) whose every byte was written by the decoder;
+ *    on failure *out is zeroed and one message is recorded with gimg_fail()
+ *    (GIMG_E_FORMAT for a bad file, GIMG_E_LIMIT, GIMG_E_NOMEM), naming the
+ *    problem ("corrupt JPEG: ...", "truncated TIFF ..."), never the path.
+ *  - encode receives an image already converted to the layout that
+ *    `layout` asked for (write.c converts and reports what was lost), and
+ *    returns a malloc'd buffer the caller frees.
+ *  - Codecs are thread-safe: the batch decodes and encodes on many threads.
+ */
+#ifndef GIMG_CODEC_H
+#define GIMG_CODEC_H
+
+#include "gimg.h"
+
+typedef struct gimg_codec {
+    gimg_format format;
+    const char *name;        /* for messages: "JPEG" */
+    /* Extensions, lower case, space-separated; the first is the one
+     * outputs named by DIR/ and -f get ("jpg jpeg jpe"). */
+    const char *extensions;
+    /* 1 if buf starts as this format's files do. NULL: no magic number
+     * (TGA); such rows are tried last, after every row with one. */
+    int (*sniff)(const unsigned char *buf, size_t len);
+    /* Header facts without decoding the pixels. */
+    gimg_status (*probe)(const unsigned char *buf, size_t len, gimg_info *info);
+    /* NULL when the format is not read. */
+    gimg_status (*decode)(const unsigned char *buf, size_t len, gimg_image *out);
+    /* The layout the format stores an image of *channels channels and
+     * *sample samples in: updates both (e.g. JPEG: alpha dropped, 8-bit).
+     * NULL when the format is not written. */
+    void (*layout)(int *channels, gimg_sample *sample);
+    gimg_status (*encode)(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
+                          size_t *len);
+} gimg_codec;
+
+/* The table's rows (each defined in its codec file). */
+extern const gimg_codec gimg_codec_jpeg, gimg_codec_png, gimg_codec_tiff, gimg_codec_webp,
+    gimg_codec_gif, gimg_codec_bmp, gimg_codec_tga, gimg_codec_hdr, gimg_codec_pnm,
+    gimg_codec_pam, gimg_codec_pfm;
+
+/* The row of format f, or NULL (GIMG_FMT_UNKNOWN). */
+const gimg_codec *gimg_codec_of(gimg_format f);
+/* The row whose magic buf starts with, or NULL. */
+const gimg_codec *gimg_codec_sniff(const unsigned char *buf, size_t len);
+
+/* Helpers for codec files. */
+static inline uint32_t gimg_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline uint32_t gimg_le32(const unsigned char *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+static inline unsigned gimg_le16(const unsigned char *p) { return (unsigned)p[1] << 8 | p[0]; }
+
+#endif
