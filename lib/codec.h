@@ -38,13 +38,20 @@ typedef struct gimg_codec {
     /* Extensions, lower case, space-separated; the first is the one
      * outputs named by DIR/ and -f get ("jpg jpeg jpe"). */
     const char *extensions;
-    /* 1 if buf starts as this format's files do. NULL: no magic number
-     * (TGA); such rows are tried last, after every row with one. */
+    /* 1 if files may hold several images (o->page > 0 is asked only of
+     * such rows: read.c refuses it for the others). */
+    int multi_page;
+    /* 1 if buf starts as this format's files do. TGA has no magic number:
+     * its row checks the header's plausibility and is tried last. */
     int (*sniff)(const unsigned char *buf, size_t len);
-    /* Header facts without decoding the pixels. */
-    gimg_status (*probe)(const unsigned char *buf, size_t len, gimg_info *info);
-    /* NULL when the format is not read. */
-    gimg_status (*decode)(const unsigned char *buf, size_t len, gimg_image *out);
+    /* Header facts of page o->page without decoding the pixels; sets
+     * info->pages (1 for single-image formats; read.c sets it when left 0).
+     * A page past the last is GIMG_E_FORMAT ("TIFF has 3 pages: no page 5"). */
+    gimg_status (*probe)(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                         gimg_info *info);
+    /* Decodes page o->page. NULL when the format is not read. */
+    gimg_status (*decode)(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                          gimg_image *out);
     /* The layout the format stores an image of *channels channels and
      * *sample samples in: updates both (e.g. JPEG: alpha dropped, 8-bit).
      * NULL when the format is not written. */

@@ -820,12 +820,14 @@ static int sniff_png(const unsigned char *buf, size_t len)
     return len >= 8 && memcmp(buf, "\x89PNG\r\n\x1a\n", 8) == 0;
 }
 
-static gimg_status probe_png(const unsigned char *buf, size_t len, gimg_info *info)
+static gimg_status probe_png(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                             gimg_info *info)
 {
     return gimg_fail(GIMG_E_FORMAT, "PNG is not read yet");
 }
 
-static gimg_status decode_png(const unsigned char *buf, size_t len, gimg_image *out)
+static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                              gimg_image *out)
 {
     memset(out, 0, sizeof *out);
     return gimg_fail(GIMG_E_FORMAT, "PNG is not read yet");
@@ -844,5 +846,5 @@ static gimg_status encode_png(const gimg_image *im, const gimg_write_opts *o, un
 }
 
 const gimg_codec gimg_codec_png = {
-    GIMG_FMT_PNG, "PNG", "png", sniff_png, probe_png, decode_png, layout_png, encode_png,
+    GIMG_FMT_PNG, "PNG", "png", 0, sniff_png, probe_png, decode_png, layout_png, encode_png,
 };

@@ -700,6 +700,17 @@ static void layout_pfm(int *channels, gimg_sample *sample)
     *sample = GIMG_F32;
 }
 
+static gimg_status probe_netpbm(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                gimg_info *info)
+{
+    return gimg_pnm_probe(buf, len, info);
+}
+static gimg_status decode_netpbm(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                 gimg_image *out)
+{
+    return gimg_pnm_decode(buf, len, out);
+}
+
 static gimg_status encode_pnm(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
                               size_t *len)
 {
@@ -717,12 +728,12 @@ static gimg_status encode_pfm(const gimg_image *im, const gimg_write_opts *o, un
 }
 
 const gimg_codec gimg_codec_pnm = {
-    GIMG_FMT_PNM, "PNM", "pnm ppm pgm pbm", sniff_pnm, gimg_pnm_probe, gimg_pnm_decode,
+    GIMG_FMT_PNM, "PNM", "pnm ppm pgm pbm", 0, sniff_pnm, probe_netpbm, decode_netpbm,
     layout_pnm, encode_pnm,
 };
 const gimg_codec gimg_codec_pam = {
-    GIMG_FMT_PAM, "PAM", "pam", sniff_pam, gimg_pnm_probe, gimg_pnm_decode, layout_pam, encode_pam,
+    GIMG_FMT_PAM, "PAM", "pam", 0, sniff_pam, probe_netpbm, decode_netpbm, layout_pam, encode_pam,
 };
 const gimg_codec gimg_codec_pfm = {
-    GIMG_FMT_PFM, "PFM", "pfm", sniff_pfm, gimg_pnm_probe, gimg_pnm_decode, layout_pfm, encode_pfm,
+    GIMG_FMT_PFM, "PFM", "pfm", 0, sniff_pfm, probe_netpbm, decode_netpbm, layout_pfm, encode_pfm,
 };

@@ -61,7 +61,8 @@ static const char *name_of(const unsigned char *buf, size_t len)
     return sniff_bmp(buf, len) ? "BMP" : sniff_hdr(buf, len) ? "HDR" : "TGA";
 }
 
-static gimg_status probe_stb(const unsigned char *buf, size_t len, gimg_info *info)
+static gimg_status probe_stb(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                             gimg_info *info)
 {
     int w, h, c, n = stb_len(len);
     if (!stbi_info_from_memory(buf, n, &w, &h, &c))
@@ -80,11 +81,12 @@ static gimg_status probe_stb(const unsigned char *buf, size_t len, gimg_info *in
     return GIMG_OK;
 }
 
-static gimg_status decode_stb(const unsigned char *buf, size_t len, gimg_image *out)
+static gimg_status decode_stb(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                              gimg_image *out)
 {
     memset(out, 0, sizeof *out);
     gimg_info info;
-    gimg_status st = probe_stb(buf, len, &info);
+    gimg_status st = probe_stb(buf, len, o, &info);
     if (st)
         return st;
     /* The limits are judged from the header, before stb allocates anything. */
@@ -225,11 +227,11 @@ static gimg_status encode_hdr(const gimg_image *im, const gimg_write_opts *o, un
 }
 
 const gimg_codec gimg_codec_bmp = {
-    GIMG_FMT_BMP, "BMP", "bmp", sniff_bmp, probe_stb, decode_stb, layout_bmp, encode_bmp,
+    GIMG_FMT_BMP, "BMP", "bmp", 0, sniff_bmp, probe_stb, decode_stb, layout_bmp, encode_bmp,
 };
 const gimg_codec gimg_codec_tga = {
-    GIMG_FMT_TGA, "TGA", "tga", sniff_tga, probe_stb, decode_stb, layout_tga, encode_tga,
+    GIMG_FMT_TGA, "TGA", "tga", 0, sniff_tga, probe_stb, decode_stb, layout_tga, encode_tga,
 };
 const gimg_codec gimg_codec_hdr = {
-    GIMG_FMT_HDR, "HDR", "hdr", sniff_hdr, probe_stb, decode_stb, layout_hdr, encode_hdr,
+    GIMG_FMT_HDR, "HDR", "hdr", 0, sniff_hdr, probe_stb, decode_stb, layout_hdr, encode_hdr,
 };

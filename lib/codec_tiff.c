@@ -4,13 +4,15 @@
 #include <string.h>
 
 static int sniff(const unsigned char *buf, size_t len) { (void)buf; (void)len; return 0; }
-static gimg_status probe(const unsigned char *buf, size_t len, gimg_info *info)
+static gimg_status probe(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                         gimg_info *info)
 {
     return gimg_fail(GIMG_E_FORMAT, "TIFF is not read yet");
 }
-static gimg_status decode(const unsigned char *buf, size_t len, gimg_image *out)
+static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                          gimg_image *out)
 {
     memset(out, 0, sizeof *out);
     return gimg_fail(GIMG_E_FORMAT, "TIFF is not read yet");
 }
-const gimg_codec gimg_codec_tiff = { GIMG_FMT_TIFF, "TIFF", "tif tiff", sniff, probe, decode, NULL, NULL };
+const gimg_codec gimg_codec_tiff = { GIMG_FMT_TIFF, "TIFF", "tif tiff", 1, sniff, probe, decode, NULL, NULL };

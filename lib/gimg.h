@@ -113,19 +113,39 @@ gimg_format gimg_format_sniff(const unsigned char *buf, size_t len);
 gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len);
 void gimg_slurp_free(unsigned char *buf, size_t len);
 
-/* Header facts, read without decoding the pixels. */
+/* Header facts, read without decoding the pixels (of the page asked for). */
 typedef struct {
     gimg_format format;
     int width, height, channels;
     gimg_sample sample;
+    int pages;              /* images in the file (TIFF pages, GIF and WebP
+                               frames); 1 for the single-image formats */
 } gimg_info;
+
+/* Which image of a file to read: page 0 (the first) unless asked. Only
+ * multi-page formats (TIFF, GIF, animated WebP) have pages past 0. */
+typedef struct {
+    int page;
+} gimg_read_opts;
+
+/* With o NULL, the first page. */
 gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info);
+gimg_status gimg_probe_page(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                            gimg_info *info);
 
 /* Decodes one image from memory. Size limits are checked from the header
  * first. On success *out owns its pixels; on failure *out is zeroed. */
 gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out);
-/* gimg_slurp + gimg_decode_memory. */
+gimg_status gimg_decode_page(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                             gimg_image *out);
+/* gimg_slurp + gimg_decode_memory. A path that names no file but ends in
+ * "[N]" (N >= 0) reads page N of the file before it, as ImageMagick reads
+ * "scan.tif[2]". */
 gimg_status gimg_read(const char *path, gimg_image *out);
+/* How a path names its page: *page_out gets N and *file_len the length of
+ * the file's name when path ends in "[N]" and path itself is not a file;
+ * otherwise 0 and strlen(path). */
+void gimg_path_page(const char *path, size_t *file_len, int *page_out);
 
 /* Reads the next image of a PNM/PAM/PFM stream (netpbm's concatenated
  * images). Returns GIMG_OK with *out filled, or GIMG_OK with out->data ==

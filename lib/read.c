@@ -122,9 +122,13 @@ void gimg_slurp_free(unsigned char *buf, size_t len)
         munmap(buf, len);
 }
 
-gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info)
+gimg_status gimg_probe_page(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                            gimg_info *info)
 {
+    static const gimg_read_opts first = {0};
     memset(info, 0, sizeof *info);
+    if (!o)
+        o = &first;
     if (!buf || len == 0)
         return gimg_fail(GIMG_E_FORMAT, "empty file");
     const char *unsupported = gimg_io_unsupported_format(buf, len);
@@ -135,40 +139,84 @@ gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *i
         return gimg_fail(GIMG_E_FORMAT, "unrecognised image format");
     if (!c->decode)
         return gimg_fail(GIMG_E_FORMAT, "%s files are not read", c->name);
-    gimg_status st = c->probe(buf, len, info);
+    if (o->page < 0 || (o->page > 0 && !c->multi_page))
+        return gimg_fail(GIMG_E_FORMAT, "a %s file holds one image: no page %d", c->name,
+                         o->page);
+    gimg_status st = c->probe(buf, len, o, info);
     if (st) {
         memset(info, 0, sizeof *info);
         return st;
     }
     info->format = c->format;
+    if (info->pages < 1)
+        info->pages = 1;
     return GIMG_OK;
 }
 
-gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out)
+gimg_status gimg_probe_memory(const unsigned char *buf, size_t len, gimg_info *info)
 {
+    return gimg_probe_page(buf, len, NULL, info);
+}
+
+gimg_status gimg_decode_page(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                             gimg_image *out)
+{
+    static const gimg_read_opts first = {0};
     memset(out, 0, sizeof *out);
+    if (!o)
+        o = &first;
     gimg_info info;
-    gimg_status st = gimg_probe_memory(buf, len, &info);
+    gimg_status st = gimg_probe_page(buf, len, o, &info);
     if (st)
         return st;
     /* The limits are judged from the header, before the decoder allocates. */
     if ((st = gimg_check_size(info.width, info.height, info.channels, info.sample, NULL, NULL)))
         return st;
-    st = gimg_codec_of(info.format)->decode(buf, len, out);
+    st = gimg_codec_of(info.format)->decode(buf, len, o, out);
     if (st)
         memset(out, 0, sizeof *out);
     return st;
 }
 
+gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out)
+{
+    return gimg_decode_page(buf, len, NULL, out);
+}
+
+void gimg_path_page(const char *path, size_t *file_len, int *page_out)
+{
+    size_t n = strlen(path);
+    *file_len = n;
+    *page_out = 0;
+    if (n < 4 || path[n - 1] != ']')
+        return;
+    size_t open = n - 1;
+    while (open > 0 && path[open - 1] >= '0' && path[open - 1] <= '9')
+        open--;
+    if (open == 0 || open == n - 1 || path[open - 1] != '[' || n - 1 - open > 9)
+        return;
+    struct stat st;
+    if (stat(path, &st) == 0)                    /* a file really named so */
+        return;
+    *file_len = open - 1;
+    *page_out = atoi(path + open);
+}
+
 gimg_status gimg_read(const char *path, gimg_image *out)
 {
     unsigned char *buf;
-    size_t len;
+    size_t len, file_len;
+    gimg_read_opts o = {0};
     memset(out, 0, sizeof *out);
-    gimg_status st = gimg_slurp(path, &buf, &len);
+    gimg_path_page(path, &file_len, &o.page);
+    char *file = strndup(path, file_len);
+    if (!file)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_status st = gimg_slurp(file, &buf, &len);
+    free(file);
     if (st)
         return st;
-    st = gimg_decode_memory(buf, len, out);
+    st = gimg_decode_page(buf, len, &o, out);
     gimg_slurp_free(buf, len);
     return st;
 }
