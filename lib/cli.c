@@ -31,17 +31,29 @@ enum {
     K_NULL = -13,
     K_FAIL_FAST = -14,
     K_PROGRESS = -15,
-    K_NO_PROGRESS = -16
+    K_NO_PROGRESS = -16,
+    K_JPEG_SUBSAMPLING = -17,
+    K_PROGRESSIVE = -18,
+    K_COMPRESS = -19,
+    K_LOSSLESS = -20
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
 static const gimg_cli_option k_common[] = {
     {NULL, 'o', "FILE", NULL, K_OUTPUT},
-    {"format", 'f', "FMT", "output format: png, jpg, bmp, tga, hdr, pnm, pam or pfm (default: "
-                           "from the output's extension, else PNM, or PAM with alpha)",
+    {"format", 'f', "FMT", "output format: png, jpg, tif, webp, bmp, tga, hdr, pnm, pam or pfm "
+                           "(default: from the output's extension, else PNM, or PAM with alpha)",
      K_FORMAT},
     {"quality", 0, "N", NULL, K_QUALITY},
+    {"jpeg-subsampling", 0, "S", "JPEG chroma subsampling: 444, 422 or 420 (default: 444 at "
+                                 "quality 90 and above, else 420)",
+     K_JPEG_SUBSAMPLING},
+    {"progressive", 0, NULL, "write a progressive JPEG", K_PROGRESSIVE},
     {"png-level", 0, "N", NULL, K_PNG_LEVEL},
+    {"compress", 0, "C", "TIFF compression: none, lzw or deflate (default deflate, with a "
+                         "predictor)",
+     K_COMPRESS},
+    {"lossless", 0, NULL, "write a lossless WebP", K_LOSSLESS},
     {"device", 0, "DEV", "auto, cpu, gpu, gpu:N[,N...] or gpu:all (default: $GIMG_DEVICE "
                          "or auto)",
      K_DEVICE},
@@ -75,7 +87,7 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
                  gimg_cpu_count());
         return buf;
     case K_QUALITY:
-        snprintf(buf, size, "JPEG quality, 1 to 100 (default %d)", GIMG_DEFAULT_QUALITY);
+        snprintf(buf, size, "JPEG and WebP quality, 1 to 100 (default %d)", GIMG_DEFAULT_QUALITY);
         return buf;
     case K_PNG_LEVEL:
         snprintf(buf, size, "PNG compression level, 0 to 12 (default %d)",
@@ -101,6 +113,10 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
     case K_FORMAT:
     case K_QUALITY:
     case K_PNG_LEVEL:
+    case K_JPEG_SUBSAMPLING:
+    case K_PROGRESSIVE:
+    case K_COMPRESS:
+    case K_LOSSLESS:
         return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
     case K_DEVICE:
         return !(spec->omit & GIMG_CLI_NO_DEVICE);
@@ -267,8 +283,42 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         c->write.format = gimg_format_from_name(arg);
         if (c->write.format == GIMG_FMT_UNKNOWN)
             return gimg_fail(GIMG_E_USAGE,
-                             "unknown format '%s' (png, jpg, bmp, tga, hdr, pnm, ppm, pgm, pam "
-                             "or pfm)", arg);
+                             "unknown format '%s' (png, jpg, tif, webp, bmp, tga, hdr, pnm, ppm, "
+                             "pgm, pam or pfm)", arg);
+        if (!gimg_format_writable(c->write.format))
+            return gimg_fail(GIMG_E_USAGE, "%s: format '%s' is read but not written", name, arg);
+        return GIMG_OK;
+    case K_JPEG_SUBSAMPLING: {
+        static const struct {
+            const char *name, *colons;
+            gimg_subsampling value;
+        } modes[] = {{"444", "4:4:4", GIMG_SUBSAMPLE_444},
+                     {"422", "4:2:2", GIMG_SUBSAMPLE_422},
+                     {"420", "4:2:0", GIMG_SUBSAMPLE_420}};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(arg, modes[i].name) || !strcmp(arg, modes[i].colons)) {
+                c->write.jpeg_subsampling = modes[i].value;
+                return GIMG_OK;
+            }
+        return gimg_fail(GIMG_E_USAGE, "%s: unknown subsampling '%s' (444, 422 or 420)", name,
+                         arg);
+    }
+    case K_PROGRESSIVE:
+        c->write.jpeg_progressive = 1;
+        return GIMG_OK;
+    case K_COMPRESS:
+        if (!strcmp(arg, "none"))
+            c->write.tiff_compression = GIMG_TIFF_NONE;
+        else if (!strcmp(arg, "lzw"))
+            c->write.tiff_compression = GIMG_TIFF_LZW;
+        else if (!strcmp(arg, "deflate"))
+            c->write.tiff_compression = GIMG_TIFF_DEFLATE;
+        else
+            return gimg_fail(GIMG_E_USAGE, "%s: unknown compression '%s' (none, lzw or deflate)",
+                             name, arg);
+        return GIMG_OK;
+    case K_LOSSLESS:
+        c->write.webp_lossless = 1;
         return GIMG_OK;
     case K_QUALITY:
         if ((st = gimg_cli_parse_int(name, arg, 1, 100, &v)))

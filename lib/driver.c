@@ -1,6 +1,7 @@
 /* driver.c — inputs, outputs, streams and the pipeline for every tool. */
 #include "driver.h"
 #include "batch.h"
+#include "codec.h"
 #include "io_internal.h"
 
 #include <ctype.h>
@@ -66,6 +67,15 @@ static int names_one_file(const char *spec)
     return !strchr(spec, '%') && !ends_with_slash(spec);
 }
 
+/* 1 if a pattern's extension comes from the input (%e) or a number:
+ * only the names it makes can be judged. */
+static int pattern_sets_extension(const char *spec)
+{
+    const char *slash = strrchr(spec, '/'), *base = slash ? slash + 1 : spec;
+    const char *dot = strrchr(base, '.');
+    return ends_with_slash(spec) || (dot && strchr(dot, '%'));
+}
+
 /* The path of output k of input i (0-based). One input and a plain name:
  * that name (an existing directory there is an error, as for any tool
  * writing one file); DIR/ (even for one input) or a pattern: the name
@@ -74,14 +84,23 @@ static int names_one_file(const char *spec)
 static gimg_status output_of(const job *j, int k, const char *input, int i, char **out)
 {
     const char *spec = j->out[k].o.spec;
+    gimg_status st;
     if ((j->n_inputs + j->stream <= 1 && names_one_file(spec)) || !strcmp(spec, "-")) {
         *out = strdup(spec);
-        return *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
-    }
-    if (j->stream && i > 0 && !gimg_pattern_numbers(spec))
+        st = *out ? GIMG_OK : gimg_fail(GIMG_E_NOMEM, "out of memory");
+    } else if (j->stream && i > 0 && !gimg_pattern_numbers(spec)) {
         return gimg_fail(GIMG_E_USAGE, "standard input holds several images: name the "
                                        "outputs with %s PATTERN using %%i", j->out[k].o.option);
-    return gimg_output_path(spec, input, i + 1, j->out[k].ext, out);
+    } else {
+        st = gimg_output_path(spec, input, i + 1, j->out[k].ext, out);
+    }
+    /* A name whose extension no codec writes ("out.gif", "out.xyz") is a
+     * usage error now, not a silent PNM later. */
+    if (!st && (st = gimg_check_output_name(*out, &j->c->write))) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* --------------------------------------------------------------- stages */
@@ -125,30 +144,44 @@ static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
     return GIMG_OK;
 }
 
-static void describe(const job *j, const char *name, const gimg_info *info)
+static void describe(const job *j, const char *name, const gimg_info *info, int page)
 {
     static const char *const k_layout[] = {"", "gray", "gray+alpha", "RGB", "RGBA"};
     int ch = info->channels >= 1 && info->channels <= 4 ? info->channels : 0;
-    fprintf(stderr, "%s: %s: %s %dx%d %s, %d-bit%s\n", j->d->tool, name,
+    char pages[64] = "";
+    if (info->pages > 1)
+        snprintf(pages, sizeof pages, " (image %d of %d%s)", page + 1, info->pages,
+                 page == 0 ? ": name FILE[N] for another" : "");
+    fprintf(stderr, "%s: %s: %s %dx%d %s, %d-bit%s%s\n", j->d->tool, name,
             gimg_format_name(info->format), info->width, info->height, k_layout[ch],
-            8 * (int)info->sample, info->sample == GIMG_F32 ? " float" : "");
+            8 * (int)info->sample, info->sample == GIMG_F32 ? " float" : "", pages);
 }
 
 static gimg_status decode_file(job *j, const char *path, const char *name, gimg_image *im)
 {
     unsigned char *buf = NULL;
-    size_t len = 0;
+    size_t len = 0, file_len;
     int from_stdin = strcmp(path, "-") == 0;
-    gimg_status st = from_stdin ? read_rest(stdin, &buf, &len) : gimg_slurp(path, &buf, &len);
+    gimg_read_opts o = {0};
+    gimg_status st;
+    if (from_stdin) {
+        st = read_rest(stdin, &buf, &len);
+    } else {
+        /* "scan.tif[2]": page 2 of scan.tif, unless a file is named so. */
+        gimg_path_page(path, &file_len, &o.page);
+        char *file = strndup(path, file_len);
+        st = file ? gimg_slurp(file, &buf, &len) : gimg_fail(GIMG_E_NOMEM, "out of memory");
+        free(file);
+    }
     if (st)
         return st;
     /* Knowing the size from the header lets CUDA start up while we decode.
      * A header the probe rejects is left to the decoder to report. */
     gimg_info info;
     size_t bytes;
-    if (gimg_probe_memory(buf, len, &info) == GIMG_OK) {
+    if (gimg_probe_page(buf, len, &o, &info) == GIMG_OK) {
         if (j->c->verbose)
-            describe(j, name, &info);
+            describe(j, name, &info, o.page);
         if (gimg_check_size(info.width, info.height, info.channels, info.sample, NULL,
                             &bytes) == GIMG_OK) {
             pthread_mutex_lock(&j->lock);
@@ -156,7 +189,7 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
             pthread_mutex_unlock(&j->lock);
         }
     }
-    st = gimg_decode_memory(buf, len, im);
+    st = gimg_decode_page(buf, len, &o, im);
     if (from_stdin)
         free(buf);
     else
@@ -441,6 +474,17 @@ static void report_rate(const job *j, int n_done, double wall_ms)
             j->megapixels / (wall_ms / 1e3));
 }
 
+/* One warning a run for what the output formats could not hold. */
+static void warn_losses(const char *tool, int quiet)
+{
+    gimg_format f;
+    unsigned lost = gimg_take_losses(&f);
+    char text[160];
+    if (lost && !quiet)
+        fprintf(stderr, "%s: warning: %s output: %s (-q: no warning)\n", tool,
+                gimg_codec_of(f)->name, gimg_loss_text(lost, text, sizeof text));
+}
+
 int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
 {
     job j = {.d = d, .c = c};
@@ -463,6 +507,9 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     if (!st && d->transform && isatty(STDOUT_FILENO) && !strcmp(c->output, "-"))
         st = gimg_fail(GIMG_E_USAGE, "refusing to write image data to a terminal (give OUTPUT, "
                                      "-o, or redirect)");
+    for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
+        if (j.out[k].o.spec && j.stream && !pattern_sets_extension(j.out[k].o.spec))
+            st = gimg_check_output_name(j.out[k].o.spec, &c->write); /* before reading */
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
         if (j.out[k].o.spec)
             st = gimg_make_output_folder(j.out[k].o.spec);
@@ -509,6 +556,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     if (st && !j.n_failed) /* the pipeline itself failed */
         fprintf(stderr, "%s: %s\n", d->tool, gimg_last_error());
     rc = st || j.n_failed ? 1 : 0; /* finish's own writes to stdout fail there */
+    warn_losses(d->tool, c->quiet);
     if (c->verbose) {
         for (int t = 0; t < GIMG_T_COUNT; t++)
             gimg_ctx_add_time(j.ctx, (gimg_timer)t, j.ms[t]);
