@@ -9,6 +9,7 @@
 #                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
 #   make bench-batch  the batch pipeline: GPU, CPU and codecs alone
+#   make bench-cpu  the codecs and the tools on the CPU against libvips
 #   make fuzz       libFuzzer targets (clang); make fuzz-smoke runs each a while
 #   make test-valgrind  the CLI suites under valgrind memcheck
 #   make demo       installs what is missing, builds, runs every tool on samples
@@ -81,7 +82,7 @@ $(BUILD)/config: FORCE | $(BUILD)/dirs
 	@echo '$(CONFIG)' | cmp -s - $@ || echo '$(CONFIG)' > $@
 FORCE:
 
-.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench bench-batch tune demo install clean check-man FORCE
+.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench bench-batch bench-cpu tune demo install clean check-man FORCE
 all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 	@echo "gimg: built $(TOOLS) in $(BIN)/ — backend: $(BACKEND)"
 
@@ -167,6 +168,11 @@ bench: all $(BENCH_BINS)
 # the codecs alone (BATCH_IMAGES=500 JPEGs of 1 MP; the GPU part needs one).
 bench-batch: all $(BUILD)/tests/gen
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/batch.sh
+
+# The CPU against libvips on this machine, whole commands: the codecs
+# (cpu_codecs.sh) and each tool (cpu_g*.sh); needs vips, skipped without.
+bench-cpu: all $(BUILD)/tests/gen $(BUILD)/tests/imgcmp
+	@for b in tests/bench/cpu_*.sh; do echo "== $$b"; BUILD=$(BUILD) BIN=$(BIN) bash $$b || exit 1; done
 
 # Times other tile shapes of the kernels (see tests/bench/tune_transpose.cu).
 $(BUILD)/tests/bench/tune_transpose: kernels/transpose.cu

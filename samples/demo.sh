@@ -19,11 +19,16 @@ command -v gcc >/dev/null 2>&1 || command -v "$CC" >/dev/null 2>&1 || missing+=(
 command -v make >/dev/null 2>&1 || missing+=(make)
 [ -f "$STB_INCLUDE/stb_image.h" ] && [ -f "$STB_INCLUDE/stb_image_write.h" ] || missing+=(libstb-dev)
 has_header() { printf '#include <%s>\n' "$1" | "$CC" -E -x c - >/dev/null 2>&1; }
-if command -v "$CC" >/dev/null 2>&1; then
-    has_header libdeflate.h || missing+=(libdeflate-dev)
-elif [ ! -f /usr/include/libdeflate.h ]; then
-    missing+=(libdeflate-dev)
-fi
+# The codecs' libraries: header, Debian package.
+for dep in libdeflate.h:libdeflate-dev jpeglib.h:libjpeg62-turbo-dev spng.h:libspng-dev \
+    tiffio.h:libtiff-dev webp/decode.h:libwebp-dev gif_lib.h:libgif-dev; do
+    header=${dep%%:*} package=${dep#*:}
+    if command -v "$CC" >/dev/null 2>&1; then
+        has_header "$header" || missing+=("$package")
+    elif [ ! -f "/usr/include/$header" ]; then
+        missing+=("$package")
+    fi
+done
 
 if [ ${#missing[@]} -gt 0 ]; then
     say "missing build dependencies; installing: ${missing[*]}"
@@ -43,7 +48,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    say "build dependencies present (compiler, make, libstb-dev, libdeflate-dev)"
+    say "build dependencies present (compiler, make, libstb-dev, libdeflate-dev, libjpeg62-turbo-dev, libspng-dev, libtiff-dev, libwebp-dev, libgif-dev)"
 fi
 
 # ------------------------------------------------------------------ build

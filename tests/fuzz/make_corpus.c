@@ -48,13 +48,17 @@ static void put(const char *target, const char *name, const void *data, size_t l
     }
 }
 
-/* Both the decoder's corpus and, for netpbm files, the PNM reader's. */
+/* The decoder's corpus, and the corpus of the format's own target: pnm
+ * for the netpbm files, fuzz_jpeg's, fuzz_png's, ... for the others. */
 static void put_image(const char *name, const void *data, size_t len)
 {
     put("decode", name, data, len);
     gimg_format f = gimg_format_sniff(data, len);
     if (f == GIMG_FMT_PNM || f == GIMG_FMT_PAM || f == GIMG_FMT_PFM)
         put("pnm", name, data, len);
+    else if (f == GIMG_FMT_JPEG || f == GIMG_FMT_PNG || f == GIMG_FMT_TIFF ||
+             f == GIMG_FMT_WEBP || f == GIMG_FMT_GIF)
+        put(gimg_format_name(f), name, data, len);
 }
 
 typedef struct {
@@ -87,8 +91,8 @@ static void add_be32(buf *b, uint32_t v)
 
 /* ------------------------------------------- files our encoders write */
 
-static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_sample s,
-                    int quality, int level)
+static void encoded_with(const char *name, gimg_format f, int w, int h, int c, gimg_sample s,
+                         const gimg_write_opts *o)
 {
     gimg_image im;
     if (gimg_image_alloc(&im, w, h, c, s) != GIMG_OK) {
@@ -96,19 +100,25 @@ static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_s
         exit(1);
     }
     testimg_fill_random(&im, (uint64_t)w * 131 + (uint64_t)h * 7 + (uint64_t)c);
-    gimg_write_opts o;
-    gimg_write_opts_init(&o);
-    o.quality = quality;
-    o.png_level = level;
     unsigned char *data;
     size_t len;
-    if (gimg_encode(&im, f, &o, &data, &len) != GIMG_OK) {
+    if (gimg_encode(&im, f, o, &data, &len) != GIMG_OK) {
         fprintf(stderr, "make_corpus: %s: %s\n", name, gimg_last_error());
         exit(1);
     }
     put_image(name, data, len);
     free(data);
     gimg_image_free(&im);
+}
+
+static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_sample s,
+                    int quality, int level)
+{
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.quality = quality;
+    o.png_level = level;
+    encoded_with(name, f, w, h, c, s, &o);
 }
 
 static void encoded_files(void)
@@ -133,10 +143,32 @@ static void encoded_files(void)
     }
     encoded("pfm-gray", GIMG_FMT_PFM, 4, 3, 1, GIMG_F32, 90, 6);
     encoded("pfm-rgb", GIMG_FMT_PFM, 4, 3, 3, GIMG_F32, 90, 6);
-    /* stb's JPEG writer subsamples chroma (4:2:0) at quality 90 and below. */
+    /* JPEG subsamples chroma (4:2:0) below quality 90 by default. */
     encoded("jpeg-q50-420", GIMG_FMT_JPEG, 19, 11, 3, GIMG_U8, 50, 6);
     encoded("jpeg-q100-444", GIMG_FMT_JPEG, 9, 9, 3, GIMG_U8, 100, 6);
     encoded("jpeg-gray-source", GIMG_FMT_JPEG, 8, 8, 1, GIMG_U8, 75, 6);
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.jpeg_subsampling = GIMG_SUBSAMPLE_422;
+    o.jpeg_progressive = 1;
+    encoded_with("jpeg-progressive-422", GIMG_FMT_JPEG, 21, 13, 3, GIMG_U8, &o);
+    /* TIFF: each compression, each depth. */
+    static const gimg_tiff_compression tiff_c[] = {GIMG_TIFF_DEFLATE, GIMG_TIFF_LZW,
+                                                   GIMG_TIFF_NONE};
+    static const gimg_sample tiff_s[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+    for (int k = 0; k < 3; k++) {
+        gimg_write_opts_init(&o);
+        o.tiff_compression = tiff_c[k];
+        snprintf(name, sizeof name, "tiff-c%d-%s-d%d", k + 1,
+                 k == 0 ? "deflate" : k == 1 ? "lzw" : "none", 8 * (int)tiff_s[k]);
+        encoded_with(name, GIMG_FMT_TIFF, 7, 5, k + 2, tiff_s[k], &o);
+    }
+    /* WebP: lossy and lossless, with and without alpha. */
+    encoded("webp-lossy-rgb", GIMG_FMT_WEBP, 17, 9, 3, GIMG_U8, 80, 6);
+    encoded("webp-lossy-rgba", GIMG_FMT_WEBP, 9, 7, 4, GIMG_U8, 60, 6);
+    gimg_write_opts_init(&o);
+    o.webp_lossless = 1;
+    encoded_with("webp-lossless-rgba", GIMG_FMT_WEBP, 11, 6, 4, GIMG_U8, &o);
     encoded("bmp-rgb", GIMG_FMT_BMP, 5, 3, 3, GIMG_U8, 90, 6);
     encoded("bmp-rgba", GIMG_FMT_BMP, 5, 3, 4, GIMG_U8, 90, 6);
     for (int c = 1; c <= 4; c++) {
