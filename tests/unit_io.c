@@ -55,7 +55,7 @@ static void on_alarm(int sig)
 
 static const gimg_format k_formats[] = {
     GIMG_FMT_PNG, GIMG_FMT_JPEG, GIMG_FMT_BMP, GIMG_FMT_TGA,
-    GIMG_FMT_HDR, GIMG_FMT_PNM,  GIMG_FMT_PAM, GIMG_FMT_PFM,
+    GIMG_FMT_HDR, GIMG_FMT_PNM,  GIMG_FMT_PAM, GIMG_FMT_PFM, GIMG_FMT_TIFF,
 };
 #define N_FORMATS (sizeof k_formats / sizeof k_formats[0])
 static const gimg_sample k_samples[] = { GIMG_U8, GIMG_U16, GIMG_F32 };
@@ -154,7 +154,9 @@ static void written_layout(gimg_format f, int c, gimg_sample s, int *oc, gimg_sa
     int color = c >= 3 ? 3 : 1;
     switch (f) {
     case GIMG_FMT_PNG:  *oc = c;                *os = s == GIMG_U8 ? GIMG_U8 : GIMG_U16; break;
-    case GIMG_FMT_JPEG: *oc = 3;                *os = GIMG_U8; break; /* stb writes YCbCr */
+    case GIMG_FMT_JPEG: *oc = color;            *os = GIMG_U8; break; /* gray stays gray */
+    case GIMG_FMT_TIFF: *oc = c;                *os = s; break;
+    case GIMG_FMT_WEBP: *oc = c == 2 || c == 4 ? 4 : 3; *os = GIMG_U8; break; /* no gray */
     case GIMG_FMT_BMP:  *oc = c == 4 ? 4 : 3;   *os = GIMG_U8; break;
     case GIMG_FMT_TGA:  *oc = c;                *os = GIMG_U8; break;
     case GIMG_FMT_HDR:  *oc = 3;                *os = GIMG_F32; break;
@@ -675,7 +677,7 @@ static void test_bmp_transparent_alpha(void)
 static void test_file_roundtrip(void)
 {
     static const char *const ext[N_FORMATS] = { "png", "jpg", "bmp", "tga",
-                                                "hdr", "ppm", "pam", "pfm" };
+                                                "hdr", "ppm", "pam", "pfm", "tif" };
     for (size_t fi = 0; fi < N_FORMATS; fi++)
         for (int c = 1; c <= 4; c++)
             for (size_t si = 0; si < 3; si++) {
@@ -759,7 +761,8 @@ static void test_format_from_name(void)
         { "tga", GIMG_FMT_TGA },  { "hdr", GIMG_FMT_HDR },   { "pnm", GIMG_FMT_PNM },
         { "ppm", GIMG_FMT_PNM },  { "pgm", GIMG_FMT_PNM },   { "pbm", GIMG_FMT_PNM },
         { "pam", GIMG_FMT_PAM },  { "pfm", GIMG_FMT_PFM },   { "PFM", GIMG_FMT_PFM },
-        { "gif", GIMG_FMT_UNKNOWN }, { "tiff", GIMG_FMT_UNKNOWN }, { "", GIMG_FMT_UNKNOWN },
+        { "gif", GIMG_FMT_GIF },  { "tiff", GIMG_FMT_TIFF }, { "TIF", GIMG_FMT_TIFF },
+        { "webp", GIMG_FMT_WEBP }, { "psd", GIMG_FMT_UNKNOWN }, { "", GIMG_FMT_UNKNOWN },
         { ".png", GIMG_FMT_UNKNOWN }, { "png ", GIMG_FMT_UNKNOWN }, { "pn", GIMG_FMT_UNKNOWN },
         { "pngx", GIMG_FMT_UNKNOWN },
     };
@@ -786,7 +789,8 @@ static void test_format_from_path(void)
         { "out.Pam", GIMG_FMT_PAM },        { "/tmp/.hidden.pfm", GIMG_FMT_PFM },
         { "noext", GIMG_FMT_UNKNOWN },      { ".png", GIMG_FMT_UNKNOWN },
         { "dir/.png", GIMG_FMT_UNKNOWN },   { "dir.png/noext", GIMG_FMT_UNKNOWN },
-        { "a.", GIMG_FMT_UNKNOWN },         { "a.gif", GIMG_FMT_UNKNOWN },
+        { "a.", GIMG_FMT_UNKNOWN },         { "a.gif", GIMG_FMT_GIF },
+        { "a.xyz", GIMG_FMT_UNKNOWN },      { "scan.TIFF", GIMG_FMT_TIFF },
         { "-", GIMG_FMT_UNKNOWN },          { "", GIMG_FMT_UNKNOWN },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -810,7 +814,7 @@ static void test_output_format(void)
         CHECK(gimg_output_format("-", &o, &im[c]) == dflt, "stdout, %d channels", c);
         CHECK(gimg_output_format("-", NULL, &im[c]) == dflt, "stdout, no opts, %d channels", c);
         CHECK(gimg_output_format(NULL, &o, &im[c]) == dflt, "no path, %d channels", c);
-        CHECK(gimg_output_format("out.gif", &o, &im[c]) == dflt, "unknown extension, %d", c);
+        CHECK(gimg_output_format("out.xyz", &o, &im[c]) == dflt, "unknown extension, %d", c);
         CHECK(gimg_output_format("out", &o, &im[c]) == dflt, "no extension, %d", c);
         /* The extension decides, whatever the channels. */
         CHECK(gimg_output_format("x/out.PNG", &o, &im[c]) == GIMG_FMT_PNG, "png, %d", c);
@@ -823,6 +827,81 @@ static void test_output_format(void)
         o.format = GIMG_FMT_UNKNOWN;
     }
     CHECK(gimg_output_format("-", NULL, NULL) == GIMG_FMT_PNM, "no image");
+}
+
+/* An output name no codec writes is refused before any work. */
+static void test_check_output_name(void)
+{
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    static const char *const good[] = {"out.png", "out", "-", "dir/out.TIF", "x.webp",
+                                       "a.b/noext", "shot.JPEG", "o.pfm", ".hidden"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        CHECK(gimg_check_output_name(good[i], &o) == GIMG_OK, "%s: %s", good[i],
+              gimg_last_error());
+    static const struct {
+        const char *path, *why;
+    } bad[] = {{"out.gif", "read but not written"}, {"out.xyz", "'.xyz'"},
+               {"d/o.GIF", "read but not written"}, {"x.psd", "'.psd'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(gimg_check_output_name(bad[i].path, &o) == GIMG_E_USAGE &&
+              contains(gimg_last_error(), bad[i].why) && contains(gimg_last_error(), bad[i].path),
+              "%s: %s", bad[i].path, gimg_last_error());
+    /* -f decides over the extension, and must itself be writable. */
+    o.format = GIMG_FMT_PNG;
+    CHECK(gimg_check_output_name("out.xyz", &o) == GIMG_OK, "-f png out.xyz");
+    o.format = GIMG_FMT_GIF;
+    CHECK(gimg_check_output_name("out.png", &o) == GIMG_E_USAGE, "-f gif");
+    CHECK(gimg_check_output_name("-", &o) == GIMG_E_USAGE, "-f gif to stdout");
+    CHECK(!gimg_format_writable(GIMG_FMT_GIF) && gimg_format_writable(GIMG_FMT_WEBP) &&
+          gimg_format_writable(GIMG_FMT_TIFF) && !gimg_format_writable(GIMG_FMT_UNKNOWN),
+          "writable formats");
+}
+
+/* What a conversion on writing loses is recorded once, for the warning. */
+static void test_losses(void)
+{
+    gimg_take_losses(NULL);
+    static const struct {
+        gimg_format f;
+        int c;
+        gimg_sample s;
+        unsigned lost;
+    } cases[] = {
+        {GIMG_FMT_JPEG, 4, GIMG_U16, GIMG_LOSS_ALPHA | GIMG_LOSS_DEPTH},
+        {GIMG_FMT_JPEG, 1, GIMG_U8, 0},
+        {GIMG_FMT_PNG, 4, GIMG_U16, 0},
+        {GIMG_FMT_PNG, 3, GIMG_F32, GIMG_LOSS_FLOAT},
+        {GIMG_FMT_PNM, 2, GIMG_U16, GIMG_LOSS_ALPHA},
+        {GIMG_FMT_PAM, 2, GIMG_U16, 0},
+        {GIMG_FMT_PFM, 3, GIMG_U16, 0},
+        {GIMG_FMT_TIFF, 4, GIMG_F32, 0},
+        {GIMG_FMT_BMP, 2, GIMG_U8, GIMG_LOSS_ALPHA},
+        {GIMG_FMT_WEBP, 4, GIMG_U16, GIMG_LOSS_DEPTH},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        if (!random_image(&im, 9, 5, cases[i].c, cases[i].s, 300 + i))
+            continue;
+        unsigned char *buf;
+        size_t len;
+        CHECK(encode(&im, cases[i].f, &buf, &len) == GIMG_OK, "case %zu: %s", i,
+              gimg_last_error());
+        free(buf);
+        gimg_format first;
+        unsigned lost = gimg_take_losses(&first);
+        CHECK(lost == cases[i].lost, "case %zu (%s, %d channels): lost %#x, expected %#x", i,
+              gimg_format_name(cases[i].f), cases[i].c, lost, cases[i].lost);
+        CHECK(first == (lost ? cases[i].f : GIMG_FMT_UNKNOWN), "case %zu: first format %s", i,
+              gimg_format_name(first));
+        CHECK(gimg_take_losses(NULL) == 0, "case %zu: taking clears", i);
+        gimg_image_free(&im);
+    }
+    char text[128];
+    CHECK(!strcmp(gimg_loss_text(GIMG_LOSS_ALPHA | GIMG_LOSS_DEPTH, text, sizeof text),
+                  "alpha dropped, 16-bit samples narrowed to 8-bit"), "text: %s", text);
+    CHECK(!strcmp(gimg_loss_text(0, text, sizeof text), ""), "no loss: '%s'", text);
+    CHECK(strlen(gimg_loss_text(7, text, 10)) < 10, "a short buffer is not overrun");
 }
 
 static void test_format_sniff(void)
@@ -864,7 +943,13 @@ static void test_format_sniff(void)
         { "P6x", 3, GIMG_FMT_UNKNOWN },
         { "P8 ", 3, GIMG_FMT_UNKNOWN },
         { "P0 ", 3, GIMG_FMT_UNKNOWN },
-        { "GIF89a", 6, GIMG_FMT_UNKNOWN },
+        { "GIF89a", 6, GIMG_FMT_GIF },
+        { "GIF87a", 6, GIMG_FMT_GIF },
+        { "GIF90a", 6, GIMG_FMT_UNKNOWN },
+        { "II*\0", 4, GIMG_FMT_TIFF },
+        { "MM\0*", 4, GIMG_FMT_TIFF },
+        { "RIFF\0\0\0\0WEBP", 12, GIMG_FMT_WEBP },
+        { "RIFF\0\0\0\0WAVE", 12, GIMG_FMT_UNKNOWN },
         { "8BPS\0\1", 6, GIMG_FMT_UNKNOWN },
         { "hello, this is not an image at all.", 35, GIMG_FMT_UNKNOWN },
         { "P", 1, GIMG_FMT_UNKNOWN },
@@ -1332,12 +1417,7 @@ static void test_unsupported_and_unknown(void)
         size_t len;
         const char *name;
     } unsupported[] = {
-        { "GIF89a\x01\x00\x01\x00\x80\x00\x00", 13, "GIF" },
-        { "GIF87a\x01\x00\x01\x00", 10, "GIF" },
         { "8BPS\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03", 14, "PSD" },
-        { "II*\x00\x08\x00\x00\x00", 8, "TIFF" },
-        { "MM\x00*\x00\x00\x00\x08", 8, "TIFF" },
-        { "RIFF\x24\x00\x00\x00WEBPVP8 ", 16, "WebP" },
     };
     gimg_image im;
     gimg_info info;
@@ -2370,6 +2450,8 @@ int main(void)
     RUN(test_format_from_name);
     RUN(test_format_from_path);
     RUN(test_output_format);
+    RUN(test_check_output_name);
+    RUN(test_losses);
     RUN(test_format_sniff);
 
     RUN(test_probe);
