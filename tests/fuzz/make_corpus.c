@@ -23,6 +23,7 @@
 #include "testimg.h"
 
 #include <errno.h>
+#include <gif_lib.h>
 #include <libdeflate.h>
 #include <sys/stat.h>
 
@@ -515,6 +516,257 @@ static void hostile_files(void)
     hostile_text("negative-ppm-width", "P6\n-3 2\n255\n\1\2\3\4\5\6");
 }
 
+/* ------------------------------------------------ WebP and GIF seeds */
+
+static void add_le24(buf *b, uint32_t v) { add_le16(b, v & 0xffff); add_u8(b, (v >> 16) & 255); }
+
+/* A RIFF chunk: FourCC, size, payload, a pad byte to even length. */
+static void riff_chunk(buf *b, const char *fourcc, const void *data, size_t n)
+{
+    add(b, fourcc, 4);
+    add_le32(b, (uint32_t)n);
+    add(b, data, n);
+    if (n & 1)
+        add_u8(b, 0);
+}
+
+/* The VP8L chunk (header, payload, pad) of our lossless WebP of a seeded
+ * w x h image of c channels: the encoder writes the simple format, "RIFF"
+ * size "WEBP" and then that chunk, at offset 12. */
+static void vp8l_chunk(buf *out, int w, int h, int c, uint64_t seed)
+{
+    gimg_image im;
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.webp_lossless = 1;
+    unsigned char *data;
+    size_t len;
+    if (gimg_image_alloc(&im, w, h, c, GIMG_U8) != GIMG_OK)
+        exit(1);
+    testimg_fill_random(&im, seed);
+    if (gimg_encode(&im, GIMG_FMT_WEBP, &o, &data, &len) != GIMG_OK || len < 20 ||
+        memcmp(data + 12, "VP8L", 4) != 0) {
+        fprintf(stderr, "make_corpus: lossless WebP: %s\n", gimg_last_error());
+        exit(1);
+    }
+    uint32_t n = data[16] | data[17] << 8 | data[18] << 16 | (uint32_t)data[19] << 24;
+    add(out, data + 12, 8 + n + (n & 1));
+    free(data);
+    gimg_image_free(&im);
+}
+
+/* "RIFF" (size set by webp_seal) "WEBP", and a VP8X header of a w x h
+ * canvas with these flags (0x10 alpha, 0x02 animation). */
+static void webp_head(buf *b, uint32_t w, uint32_t h, unsigned flags)
+{
+    buf x = { 0 };
+    add(b, "RIFF\0\0\0\0WEBP", 12);
+    add_u8(&x, flags);
+    add_u8(&x, 0);
+    add_le16(&x, 0);
+    add_le24(&x, w - 1);
+    add_le24(&x, h - 1);
+    riff_chunk(b, "VP8X", x.p, x.len);
+    free(x.p);
+}
+
+static void webp_seal(buf *b)
+{
+    uint32_t n = (uint32_t)b->len - 8;
+    for (int i = 0; i < 4; i++)
+        b->p[4 + i] = (unsigned char)(n >> (8 * i));
+}
+
+/* An animation on a 24x20 canvas: a whole opaque frame; a 10x8 RGBA frame
+ * at (4,6), not blended, disposed to the background; a 6x6 RGBA frame at
+ * (12,2), blended. ANMF flags: 2 = do not blend, 1 = dispose. */
+static void webp_animation(void)
+{
+    static const struct {
+        int x, y, w, h, c, flags;
+    } f[] = { { 0, 0, 24, 20, 3, 0 }, { 4, 6, 10, 8, 4, 2 | 1 }, { 12, 2, 6, 6, 4, 0 } };
+    buf b = { 0 };
+    webp_head(&b, 24, 20, 0x10 | 0x02);
+    riff_chunk(&b, "ANIM", "\xff\xff\xff\xff\0\0", 6);
+    for (int k = 0; k < 3; k++) {
+        buf a = { 0 };
+        add_le24(&a, (uint32_t)f[k].x / 2);
+        add_le24(&a, (uint32_t)f[k].y / 2);
+        add_le24(&a, (uint32_t)f[k].w - 1);
+        add_le24(&a, (uint32_t)f[k].h - 1);
+        add_le24(&a, 100);
+        add_u8(&a, (unsigned)f[k].flags);
+        vp8l_chunk(&a, f[k].w, f[k].h, f[k].c, 50 + (uint64_t)k);
+        riff_chunk(&b, "ANMF", a.p, a.len);
+        free(a.p);
+    }
+    webp_seal(&b);
+    put_image("webp-animation-3", b.p, b.len);
+    free(b.p);
+}
+
+static void webp_files(void)
+{
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.webp_lossless = 1;
+    encoded_with("webp-lossless-rgb", GIMG_FMT_WEBP, 13, 5, 3, GIMG_U8, &o);
+    encoded("webp-lossy-from-gray", GIMG_FMT_WEBP, 8, 8, 1, GIMG_U8, 90, 6);
+    encoded("webp-lossy-1x1", GIMG_FMT_WEBP, 1, 1, 3, GIMG_U8, 90, 6);
+    webp_animation();
+    /* VP8X canvases with nothing after them. */
+    buf b = { 0 };
+    webp_head(&b, 20000, 20000, 0);
+    webp_seal(&b);
+    put_hostile("huge-webp-vp8x-20000x20000", b.p, b.len);
+    b.len = 0;
+    webp_head(&b, 16383, 16383, 0);
+    webp_seal(&b);
+    put_hostile("truncated-webp-vp8x-16383x16383", b.p, b.len);
+    free(b.p);
+}
+
+/* A GIF frame's image data: LZW minimum code size m, then LZW data that
+ * codes each index as a literal (codes of m + 1 bits, with a clear code
+ * before the table would need wider ones), in sub-blocks. */
+static void gif_literal_data(buf *b, const unsigned char *px, size_t n, int m)
+{
+    buf d = { 0 };
+    unsigned clear = 1u << m, width = (unsigned)m + 1, nbits = 0;
+    size_t run = ((size_t)1 << m) - 2;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n + 2; i++) {
+        int clear_first = i > 1 && i <= n && (i - 1) % run == 0;
+        for (int k = clear_first; k >= 0; k--) {
+            unsigned code = k || i == 0 ? clear : i == n + 1 ? clear + 1 : px[i - 1];
+            acc |= (uint32_t)code << nbits;
+            for (nbits += width; nbits >= 8; nbits -= 8, acc >>= 8)
+                add_u8(&d, acc & 255);
+        }
+    }
+    if (nbits)
+        add_u8(&d, acc & 255);
+    add_u8(b, (unsigned)m);
+    for (size_t i = 0; i < d.len; i += 255) {
+        size_t k = d.len - i < 255 ? d.len - i : 255;
+        add_u8(b, (unsigned)k);
+        add(b, d.p + i, k);
+    }
+    add_u8(b, 0);
+    free(d.p);
+}
+
+typedef struct {
+    int x, y, w, h;
+    int transparent;   /* index, or -1 */
+    int disposal;
+    int interlaced;
+} gif_frame_spec;
+
+/* A GIF89a of a w x h screen with a global map of 2^map_bits entries (none
+ * for 0), background index 1, and frames whose indices run 0 .. 2^m - 1
+ * (m the LZW code size, at least 2: past a 2-entry map when map_bits is 1). */
+static void gif_file(const char *name, int w, int h, int map_bits, const gif_frame_spec *f, int n)
+{
+    buf b = { 0 };
+    add_str(&b, "GIF89a");
+    add_le16(&b, (unsigned)w);
+    add_le16(&b, (unsigned)h);
+    add_u8(&b, map_bits ? 0xF0u | (unsigned)(map_bits - 1) : 0);
+    add_u8(&b, 1);
+    add_u8(&b, 0);
+    for (int i = 0; i < (map_bits ? 3 << map_bits : 0); i++)
+        add_u8(&b, (unsigned)(i * 47 + 11) & 255);
+    int m = map_bits < 2 ? 2 : map_bits;
+    for (int k = 0; k < n; k++) {
+        if (f[k].transparent >= 0 || f[k].disposal) {
+            add(&b, "\x21\xf9\x04", 3);
+            add_u8(&b, (unsigned)(f[k].disposal << 2 | (f[k].transparent >= 0)));
+            add_le16(&b, 10);
+            add_u8(&b, f[k].transparent >= 0 ? (unsigned)f[k].transparent : 0);
+            add_u8(&b, 0);
+        }
+        add_u8(&b, 0x2C);
+        add_le16(&b, (unsigned)f[k].x);
+        add_le16(&b, (unsigned)f[k].y);
+        add_le16(&b, (unsigned)f[k].w);
+        add_le16(&b, (unsigned)f[k].h);
+        add_u8(&b, f[k].interlaced ? 0x40 : 0);
+        size_t npx = (size_t)f[k].w * (size_t)f[k].h;
+        unsigned char *px = malloc(npx + 1);
+        if (!px)
+            exit(1);
+        for (size_t i = 0; i < npx; i++)
+            px[i] = (unsigned char)((i * 7 + (size_t)k * 3 + i / (size_t)f[k].w) % (1u << m));
+        gif_literal_data(&b, px, npx, m);
+        free(px);
+    }
+    add_u8(&b, 0x3B);
+    if (w == 65535)
+        put_hostile(name, b.p, b.len);
+    else
+        put_image(name, b.p, b.len);
+    free(b.p);
+}
+
+static int gif_to_buf(GifFileType *gif, const GifByteType *data, int n)
+{
+    add(gif->UserData, data, (size_t)n);
+    return n;
+}
+
+/* A 64x48 GIF compressed by giflib's own encoder (LZW codes of every width,
+ * the table filled and cleared), 256 colours. */
+static void gif_giflib_file(void)
+{
+    buf b = { 0 };
+    int error = 0;
+    GifFileType *gif = EGifOpen(&b, gif_to_buf, &error);
+    GifColorType colours[256];
+    for (int i = 0; i < 256; i++)
+        colours[i] = (GifColorType){ (GifByteType)i, (GifByteType)(255 - i), (GifByteType)(i * 3) };
+    ColorMapObject *map = GifMakeMapObject(256, colours);
+    GifPixelType line[64];
+    int ok = gif && map && EGifPutScreenDesc(gif, 64, 48, 8, 0, map) == GIF_OK &&
+             EGifPutImageDesc(gif, 0, 0, 64, 48, false, NULL) == GIF_OK;
+    for (int y = 0; ok && y < 48; y++) {
+        for (int x = 0; x < 64; x++)
+            line[x] = (GifPixelType)((x / 4 + y / 3 + (x * y) % 7) & 255);
+        ok = EGifPutLine(gif, line, 64) == GIF_OK;
+    }
+    GifFreeMapObject(map);
+    if (gif)
+        EGifCloseFile(gif, &error);
+    if (!ok) {
+        fputs("make_corpus: giflib could not write a GIF\n", stderr);
+        exit(1);
+    }
+    put_image("gif-giflib-256", b.p, b.len);
+    free(b.p);
+}
+
+static void gif_files(void)
+{
+    static const gif_frame_spec still = { 0, 0, 23, 17, -1, 0, 0 };
+    static const gif_frame_spec transparent = { 0, 0, 9, 7, 5, 0, 0 };
+    static const gif_frame_spec interlaced = { 0, 0, 13, 11, -1, 0, 1 };
+    static const gif_frame_spec one = { 0, 0, 1, 1, -1, 0, 0 };
+    static const gif_frame_spec anim[] = {
+        { 0, 0, 15, 12, 3, 1, 0 }, { 2, 3, 6, 5, 5, 2, 0 }, { 4, 1, 7, 8, -1, 3, 1 },
+        { 10, 8, 8, 6, 2, 0, 0 },   /* runs past the screen: clipped */
+    };
+    gif_file("gif-palette-16", 23, 17, 4, &still, 1);
+    gif_file("gif-transparent", 9, 7, 4, &transparent, 1);
+    gif_file("gif-interlaced", 13, 11, 4, &interlaced, 1);
+    gif_file("gif-1x1", 1, 1, 2, &one, 1);
+    gif_file("gif-animation-4", 15, 12, 4, anim, 4);
+    gif_file("gif-no-colour-map", 9, 7, 0, &transparent, 1);
+    gif_file("gif-indices-past-map", 9, 7, 1, &still, 1);
+    gif_file("gif-first-frame-past-screen", 4, 3, 4, &transparent, 1);
+    gif_file("huge-gif-65535x65535", 65535, 65535, 2, &one, 1);
+    gif_giflib_file();
+}
+
 /* -------------------------------------------- command lines, strings */
 
 static void cli_files(void)
@@ -580,6 +832,8 @@ int main(int argc, char **argv)
     tga_file("tga-raw-gray", 6, 2, 3, 8);
     netpbm_files();
     hostile_files();
+    webp_files();
+    gif_files();
     cli_files();
     int index = 0;
     FUZZ_PARSERS(SEED_FILES)
