@@ -1,0 +1,1336 @@
+/*
+ * unit_codec_jpeg — the JPEG codec (lib/codec_jpeg.c) through the public
+ * API and its row: decoding equal to djpeg's sample for sample, encoding
+ * equal to cjpeg's with the same settings byte for byte, CMYK and YCCK
+ * against the documented formula and ImageMagick, crafted and hostile
+ * files (each made here) refused quickly with a message, the scan limit at
+ * its edge, the warning rule, threads. Tests that need a peer tool (djpeg,
+ * cjpeg, ImageMagick's convert) print SKIP without it. GIMG_TEST_SLOW=1
+ * (valgrind) skips the CPU-time checks.
+ */
+#include "check.h"
+#include "codec.h"
+#include "gimg.h"
+#include "testimg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+/* The codec's documented limit (lib/codec_jpeg.c, JPEG_MAX_COMPONENT_SCANS). */
+#define MAX_COMPONENT_SCANS 48
+
+/* ------------------------------------------------------------ helpers */
+
+static char tmpdir[64];
+
+static const char *tmp_path(const char *name)
+{
+    static char path[8][128];
+    static int next;
+    char *p = path[next++ % 8];
+    snprintf(p, sizeof path[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+static int have_tool(const char *tool)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+    return system(cmd) == 0;
+}
+
+static int run(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static int write_file(const char *path, const unsigned char *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return 0;
+    int ok = fwrite(buf, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+static unsigned char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    for (size_t k; b && (k = fread(b + n, 1, cap - n, f)) > 0;) {
+        n += k;
+        if (n == cap)
+            b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int timing_checked(void)
+{
+    const char *slow = getenv("GIMG_TEST_SLOW");
+    return !(slow && *slow && strcmp(slow, "0") != 0);
+}
+
+/* A photo-like image: smooth shading, hard edges and a little grain, so
+ * that every part of the codec (DC, AC, chroma) has work to do. */
+static int photo_image(gimg_image *im, int w, int h, int c, uint64_t seed)
+{
+    if (gimg_image_alloc(im, w, h, c, GIMG_U8) != GIMG_OK)
+        return 0;
+    uint64_t state = seed;
+    for (int y = 0; y < h; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < c; k++) {
+                double v = 128 + 70 * sin(0.045 * x + 1.3 * k) * cos(0.031 * y - 0.5 * k);
+                if ((x / 13 + y / 11 + k) % 5 == 0)
+                    v += 60;  /* edges */
+                v += (double)(testimg_next(&state) % 17) - 8.0;
+                row[(size_t)x * c + k] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+    }
+    return 1;
+}
+
+static int same_image(const gimg_image *a, const gimg_image *b, const char *what)
+{
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels ||
+        a->sample != b->sample) {
+        CHECK(0, "%s: %dx%d c%d against %dx%d c%d", what, a->width, a->height, a->channels,
+              b->width, b->height, b->channels);
+        return 0;
+    }
+    size_t row = (size_t)a->width * gimg_pixel_bytes(a);
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(gimg_row(a, y), gimg_row(b, y), row) != 0) {
+            const unsigned char *p = gimg_row(a, y), *q = gimg_row(b, y);
+            size_t i = 0;
+            while (p[i] == q[i])
+                i++;
+            CHECK(0, "%s: row %d differs first at byte %zu (%d against %d)", what, y, i, p[i],
+                  q[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static gimg_status encode_jpeg(const gimg_image *im, int quality, gimg_subsampling sub,
+                               int progressive, unsigned char **buf, size_t *len)
+{
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.quality = quality;
+    o.jpeg_subsampling = sub;
+    o.jpeg_progressive = progressive;
+    return gimg_encode(im, GIMG_FMT_JPEG, &o, buf, len);
+}
+
+/* Decodes through the row, as the fuzz target does. */
+static gimg_status row_decode(const unsigned char *buf, size_t len, gimg_image *im)
+{
+    gimg_read_opts o = {0};
+    return gimg_codec_jpeg.decode(buf, len, &o, im);
+}
+
+/* ---------------------------------------------------- crafted files */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} bytes;
+
+static void put(bytes *b, const void *d, size_t n)
+{
+    if (b->cap - b->len < n) {
+        size_t c = b->cap ? b->cap : 4096;
+        while (c - b->len < n)
+            c *= 2;
+        b->p = realloc(b->p, c);
+        b->cap = c;
+    }
+    memcpy(b->p + b->len, d, n);
+    b->len += n;
+}
+
+static void put_byte(bytes *b, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    put(b, &c, 1);
+}
+
+static void put_segment(bytes *b, unsigned marker, const unsigned char *payload, size_t n)
+{
+    put_byte(b, 0xFF);
+    put_byte(b, marker);
+    put_byte(b, (unsigned)(n + 2) >> 8);
+    put_byte(b, (unsigned)(n + 2) & 255);
+    put(b, payload, n);
+}
+
+/* Entropy-coded bits, most significant first, with 0xFF stuffing. */
+typedef struct {
+    bytes *out;
+    unsigned acc;
+    int n;
+} bit_writer;
+
+static void put_bits(bit_writer *w, unsigned v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        w->acc = (w->acc << 1 | (v >> i & 1)) & 255;
+        if (++w->n == 8) {
+            put_byte(w->out, w->acc);
+            if (w->acc == 255)
+                put_byte(w->out, 0);
+            w->acc = 0;
+            w->n = 0;
+        }
+    }
+}
+
+static void flush_bits(bit_writer *w)
+{
+    while (w->n)
+        put_bits(w, 1, 1);
+}
+
+static void put_dqt(bytes *b, int table, int value)
+{
+    unsigned char q[65];
+    q[0] = (unsigned char)table;
+    memset(q + 1, value, 64);
+    put_segment(b, 0xDB, q, sizeof q);
+}
+
+/* SOFn of w x h with n components, all 1x1 and quantisation table `qt`. */
+static void put_sof(bytes *b, unsigned marker, int precision, int w, int h, int n, int qt)
+{
+    unsigned char s[6 + 3 * 8] = {(unsigned char)precision, (unsigned char)(h >> 8),
+                                  (unsigned char)h, (unsigned char)(w >> 8), (unsigned char)w,
+                                  (unsigned char)n};
+    for (int i = 0; i < n; i++) {
+        s[6 + 3 * i] = (unsigned char)(i + 1);
+        s[7 + 3 * i] = 0x11;
+        s[8 + 3 * i] = (unsigned char)qt;
+    }
+    put_segment(b, marker, s, 6 + 3 * (size_t)n);
+}
+
+/* Huffman tables of the crafted scans: DC table 0 codes category 0 as
+ * "0"; AC table 0 codes EOBn (runs of 2^n to 2^(n+1) - 1 blocks, n =
+ * 0..14) as the 4-bit code n. */
+static void put_dht(bytes *b)
+{
+    unsigned char dc[17 + 1] = {0x00, 1};
+    put_segment(b, 0xC4, dc, sizeof dc);
+    unsigned char ac[17 + 15] = {0x10};
+    ac[4] = 15;
+    for (int n = 0; n < 15; n++)
+        ac[17 + n] = (unsigned char)(n << 4);
+    put_segment(b, 0xC4, ac, sizeof ac);
+}
+
+static void put_sos(bytes *b, int first_comp, int ncomp, int ss, int se)
+{
+    unsigned char s[1 + 2 * 4 + 3];
+    int k = 0;
+    s[k++] = (unsigned char)ncomp;
+    for (int i = 0; i < ncomp; i++) {
+        s[k++] = (unsigned char)(first_comp + i);
+        s[k++] = 0x00;
+    }
+    s[k++] = (unsigned char)ss;
+    s[k++] = (unsigned char)se;
+    s[k++] = 0;
+    put_segment(b, 0xDA, s, (size_t)k);
+}
+
+enum { SCANS_EMPTY_HUFFMAN, SCANS_EOB_RUNS, SCANS_EMPTY_ARITHMETIC };
+
+/* A progressive JPEG of w x h with n components (quantisers of 1) and
+ * `scans` scans: the first a DC scan of every component, the others AC
+ * scans (1..63) of one component each, in turn. EMPTY_HUFFMAN scans hold
+ * no data (libjpeg warns: the data ends early); EOB_RUNS scans hold valid
+ * data (DC differences of 0, then runs of empty blocks), 1 bit a block for
+ * the DC scan and about 70 bytes an AC scan at 8192x8192; EMPTY_ARITHMETIC
+ * scans hold no data, which an arithmetic decoder reads as zeros without a
+ * warning. Each scan costs a decoder a pass over its blocks. */
+static bytes progressive_file(int w, int h, int n, int kind, int scans)
+{
+    bytes b = {0};
+    put_byte(&b, 0xFF);
+    put_byte(&b, 0xD8);
+    put_dqt(&b, 0, 1);
+    put_sof(&b, kind == SCANS_EMPTY_ARITHMETIC ? 0xCA : 0xC2, 8, w, h, n, 0);
+    if (kind != SCANS_EMPTY_ARITHMETIC)
+        put_dht(&b);
+    const size_t blocks = (size_t)((w + 7) / 8) * (size_t)((h + 7) / 8);
+    for (int s = 0; s < scans; s++) {
+        if (s == 0)
+            put_sos(&b, 1, n, 0, 0);
+        else
+            put_sos(&b, 1 + (s - 1) % n, 1, 1, 63);
+        if (kind != SCANS_EOB_RUNS)
+            continue;
+        bit_writer bw = {&b, 0, 0};
+        if (s == 0) {
+            for (size_t i = 0; i < blocks * (size_t)n; i++)
+                put_bits(&bw, 0, 1);
+        } else {
+            for (size_t left = blocks; left > 0;) {
+                unsigned run = left > 32767 ? 32767 : (unsigned)left;
+                int e = 0;
+                while ((2u << e) <= run)
+                    e++;
+                put_bits(&bw, (unsigned)e, 4);
+                if (e)
+                    put_bits(&bw, run - (1u << e), e);
+                left -= run;
+            }
+        }
+        flush_bits(&bw);
+    }
+    put_byte(&b, 0xFF);
+    put_byte(&b, 0xD9);
+    return b;
+}
+
+/* A baseline frame of w x h, n components, quantisation table `qt` (only
+ * table 0 defined), one interleaved scan of zero blocks, or none. */
+static bytes baseline_file(unsigned sof, int precision, int w, int h, int n, int qt, int with_scan)
+{
+    bytes b = {0};
+    put_byte(&b, 0xFF);
+    put_byte(&b, 0xD8);
+    put_dqt(&b, 0, 1);
+    put_sof(&b, sof, precision, w, h, n, qt);
+    unsigned char dc[17 + 1] = {0x00, 1};
+    put_segment(&b, 0xC4, dc, sizeof dc);
+    unsigned char ac[17 + 1] = {0x10, 1};  /* EOB as "0" */
+    put_segment(&b, 0xC4, ac, sizeof ac);
+    if (with_scan) {
+        put_sos(&b, 1, n, 0, 63);
+        bit_writer bw = {&b, 0, 0};
+        size_t blocks = (size_t)((w + 7) / 8) * (size_t)((h + 7) / 8) * (size_t)n;
+        for (size_t i = 0; i < blocks; i++)
+            put_bits(&bw, 0, 2);  /* DC category 0, EOB */
+        flush_bits(&bw);
+    }
+    put_byte(&b, 0xFF);
+    put_byte(&b, 0xD9);
+    return b;
+}
+
+/* ------------------------------------------- libjpeg, used directly */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+} test_error;
+
+static void test_error_exit(j_common_ptr c)
+{
+    longjmp(((test_error *)c->err)->jump, 1);
+}
+
+static void test_silent(j_common_ptr c, int level) {}
+
+/* Encodes CMYK samples (4 a pixel) as a JPEG of the given colour space
+ * (JCS_CMYK or JCS_YCCK), with or without the Adobe marker. */
+static bytes encode_cmyk(const unsigned char *px, int w, int h, J_COLOR_SPACE space, int adobe)
+{
+    bytes out = {0};
+    struct jpeg_compress_struct c;
+    test_error e;
+    unsigned char *mem = NULL;
+    unsigned long size = 0;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = test_error_exit;
+    if (setjmp(e.jump)) {
+        jpeg_destroy_compress(&c);
+        free(mem);
+        return out;
+    }
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 4;
+    c.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&c);
+    jpeg_set_colorspace(&c, space);
+    c.write_Adobe_marker = adobe ? TRUE : FALSE;
+    jpeg_set_quality(&c, 92, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * (size_t)w * 4);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    put(&out, mem, size);
+    free(mem);
+    return out;
+}
+
+/* libjpeg's own CMYK samples of a CMYK or YCCK file (4 a pixel). */
+static unsigned char *decode_cmyk_samples(const bytes *f)
+{
+    struct jpeg_decompress_struct c;
+    test_error e;
+    unsigned char *volatile px = NULL;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = test_error_exit;
+    e.pub.emit_message = test_silent;
+    if (setjmp(e.jump)) {
+        jpeg_destroy_decompress(&c);
+        free(px);
+        return NULL;
+    }
+    jpeg_create_decompress(&c);
+    jpeg_mem_src(&c, f->p, (unsigned long)f->len);
+    jpeg_read_header(&c, TRUE);
+    c.out_color_space = JCS_CMYK;
+    jpeg_start_decompress(&c);
+    px = malloc((size_t)c.output_width * c.output_height * 4);
+    while (c.output_scanline < c.output_height) {
+        JSAMPROW row = px + (size_t)c.output_scanline * c.output_width * 4;
+        jpeg_read_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_decompress(&c);
+    jpeg_destroy_decompress(&c);
+    return px;
+}
+
+/* Encodes im (8-bit gray or RGB) with libjpeg directly at quality q with
+ * Huffman optimisation on or off, 4:4:4, and an optional scan script. */
+static bytes encode_direct(const gimg_image *im, int q, int optimize,
+                           const jpeg_scan_info *script, int nscans)
+{
+    bytes out = {0};
+    struct jpeg_compress_struct c;
+    test_error e;
+    unsigned char *mem = NULL;
+    unsigned long size = 0;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = test_error_exit;
+    if (setjmp(e.jump)) {
+        jpeg_destroy_compress(&c);
+        free(mem);
+        return out;
+    }
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &size);
+    c.image_width = (JDIMENSION)im->width;
+    c.image_height = (JDIMENSION)im->height;
+    c.input_components = im->channels;
+    c.in_color_space = im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, q, TRUE);
+    c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 1;
+    c.optimize_coding = optimize ? TRUE : FALSE;
+    if (script) {
+        c.scan_info = script;
+        c.num_scans = nscans;
+    }
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = gimg_row(im, (int)c.next_scanline);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    put(&out, mem, size);
+    free(mem);
+    return out;
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void test_sniff_and_probe(void)
+{
+    const gimg_codec *c = &gimg_codec_jpeg;
+    CHECK(strcmp(c->name, "JPEG") == 0 && strcmp(c->extensions, "jpg jpeg jpe") == 0 &&
+              c->multi_page == 0 && c->format == GIMG_FMT_JPEG, "the row's identity");
+    CHECK(c->sniff((const unsigned char *)"\xff\xd8\xff", 3), "FF D8 FF is JPEG");
+    CHECK(!c->sniff((const unsigned char *)"\xff\xd8\x00", 3), "FF D8 00 is not");
+    CHECK(!c->sniff((const unsigned char *)"\xff\xd8", 2), "2 bytes are not");
+    for (int ch = 1; ch <= 4; ch++) {
+        gimg_image im;
+        unsigned char *buf;
+        size_t len;
+        if (!photo_image(&im, 17, 9, ch, 7))
+            continue;
+        CHECK(encode_jpeg(&im, 80, GIMG_SUBSAMPLE_AUTO, 0, &buf, &len) == GIMG_OK, "encode: %s",
+              gimg_last_error());
+        gimg_info info;
+        CHECK(gimg_probe_memory(buf, len, &info) == GIMG_OK, "probe: %s", gimg_last_error());
+        int want = ch >= 3 ? 3 : 1;
+        CHECK(info.format == GIMG_FMT_JPEG && info.width == 17 && info.height == 9 &&
+                  info.channels == want && info.sample == GIMG_U8 && info.pages == 1,
+              "%d channels: probe says %dx%d c%d pages %d", ch, info.width, info.height,
+              info.channels, info.pages);
+        free(buf);
+        gimg_image_free(&im);
+    }
+}
+
+/* Encoding: the layouts, the losses write.c reports, strides, quality. */
+static void test_round_trip(void)
+{
+    for (int ch = 1; ch <= 4; ch++) {
+        gimg_image im, back;
+        unsigned char *buf;
+        size_t len;
+        if (!photo_image(&im, 64, 48, ch, 11 + (uint64_t)ch))
+            continue;
+        gimg_take_losses(NULL);
+        CHECK(encode_jpeg(&im, 95, GIMG_SUBSAMPLE_444, 0, &buf, &len) == GIMG_OK, "encode: %s",
+              gimg_last_error());
+        unsigned lost = gimg_take_losses(NULL);
+        CHECK(lost == (ch % 2 == 0 ? (unsigned)GIMG_LOSS_ALPHA : 0u), "%d channels: losses %u", ch,
+              lost);
+        CHECK(gimg_decode_memory(buf, len, &back) == GIMG_OK, "decode: %s", gimg_last_error());
+        int want = ch >= 3 ? 3 : 1;
+        CHECK(back.width == 64 && back.height == 48 && back.channels == want, "%d channels: "
+              "decoded %dx%d c%d", ch, back.width, back.height, back.channels);
+        if (back.channels == want) {
+            /* Quality 95 without subsampling keeps a photo within a few
+             * levels: PSNR over 35 dB. */
+            double se = 0;
+            for (int y = 0; y < 48; y++)
+                for (int x = 0; x < 64; x++)
+                    for (int k = 0; k < want; k++) {
+                        double d = gimg_row(&back, y)[x * want + k] - gimg_row(&im, y)[x * ch + k];
+                        se += d * d;
+                    }
+            double psnr = 10 * log10(255.0 * 255.0 / (se / (64.0 * 48 * want)));
+            CHECK(psnr > 35, "%d channels: PSNR %.1f dB", ch, psnr);
+        }
+        gimg_image_free(&back);
+        free(buf);
+        gimg_image_free(&im);
+    }
+
+    /* 16-bit is narrowed (and reported); a strided image encodes as its
+     * packed copy does. */
+    gimg_image im16, im8, wide;
+    if (gimg_image_alloc(&im16, 33, 21, 3, GIMG_U16) == GIMG_OK &&
+        photo_image(&im8, 33, 21, 3, 5) &&
+        gimg_image_alloc(&wide, 40, 21, 3, GIMG_U8) == GIMG_OK) {
+        for (int y = 0; y < 21; y++)
+            for (int i = 0; i < 33 * 3; i++)
+                ((uint16_t *)gimg_row(&im16, y))[i] = (uint16_t)(gimg_row(&im8, y)[i] * 257);
+        unsigned char *a, *b, *s;
+        size_t la, lb, ls;
+        gimg_take_losses(NULL);
+        CHECK(encode_jpeg(&im16, 85, GIMG_SUBSAMPLE_AUTO, 0, &a, &la) == GIMG_OK, "16-bit");
+        CHECK(gimg_take_losses(NULL) == GIMG_LOSS_DEPTH, "16-bit narrowing reported");
+        CHECK(encode_jpeg(&im8, 85, GIMG_SUBSAMPLE_AUTO, 0, &b, &lb) == GIMG_OK, "8-bit");
+        CHECK(la == lb && memcmp(a, b, la) == 0, "16-bit (v * 257) encodes as its 8-bit image");
+        gimg_image view = wide;
+        view.width = 33;  /* rows 120 bytes apart, 99 used */
+        for (int y = 0; y < 21; y++) {
+            memcpy(gimg_row(&view, y), gimg_row(&im8, y), 99);
+            memset(gimg_row(&view, y) + 99, 0xA5, 21);
+        }
+        CHECK(encode_jpeg(&view, 85, GIMG_SUBSAMPLE_AUTO, 0, &s, &ls) == GIMG_OK, "strided");
+        CHECK(ls == lb && memcmp(s, b, lb) == 0, "a strided image encodes as the packed one");
+        free(a);
+        free(b);
+        free(s);
+        gimg_image_free(&im16);
+        gimg_image_free(&im8);
+        gimg_image_free(&wide);
+    }
+
+    /* Higher quality: a larger file and a closer image. */
+    gimg_image src;
+    if (photo_image(&src, 80, 64, 3, 99)) {
+        double mae[2];
+        size_t size[2];
+        const int q[2] = {20, 90};
+        for (int t = 0; t < 2; t++) {
+            unsigned char *buf;
+            gimg_image back;
+            mae[t] = -1;
+            size[t] = 0;
+            if (encode_jpeg(&src, q[t], GIMG_SUBSAMPLE_420, 0, &buf, &size[t]) != GIMG_OK ||
+                gimg_decode_memory(buf, size[t], &back) != GIMG_OK) {
+                CHECK(0, "quality %d: %s", q[t], gimg_last_error());
+                continue;
+            }
+            double sum = 0;
+            for (int y = 0; y < 64; y++)
+                for (int i = 0; i < 80 * 3; i++)
+                    sum += fabs((double)gimg_row(&back, y)[i] - gimg_row(&src, y)[i]);
+            mae[t] = sum / (80.0 * 64 * 3);
+            gimg_image_free(&back);
+            free(buf);
+        }
+        CHECK(size[0] < size[1], "quality 20 (%zu bytes) not smaller than 90 (%zu)", size[0],
+              size[1]);
+        CHECK(mae[0] > mae[1], "quality 20 error %.2f not above quality 90's %.2f", mae[0], mae[1]);
+        gimg_image_free(&src);
+    }
+}
+
+/* The markers of our files: SOF0 or SOF2, the component count, the
+ * sampling factors each option asks for, and quantisation tables that are
+ * libjpeg's standard ones scaled by its quality formula. */
+typedef struct {
+    int sof, ncomp, h0, v0, h1, v1, dqt_luma[64], has_dqt0, huffman_tables;
+    unsigned char dht_bits[4][16];
+} jpeg_markers;
+
+static int read_markers(const unsigned char *b, size_t len, jpeg_markers *m)
+{
+    memset(m, 0, sizeof *m);
+    for (size_t at = 2; at + 4 <= len;) {
+        if (b[at] != 0xFF)
+            return 0;
+        unsigned marker = b[at + 1];
+        size_t seg = (size_t)b[at + 2] << 8 | b[at + 3];
+        const unsigned char *p = b + at + 4;
+        if (marker == 0xDA)
+            return 1;
+        if (marker >= 0xC0 && marker <= 0xC2) {
+            m->sof = (int)marker;
+            m->ncomp = p[5];
+            m->h0 = p[7] >> 4;
+            m->v0 = p[7] & 15;
+            if (m->ncomp > 1) {
+                m->h1 = p[10] >> 4;
+                m->v1 = p[10] & 15;
+            }
+        } else if (marker == 0xDB) {
+            for (size_t k = 0; k + 65 <= seg - 2; k += 65)
+                if ((p[k] & 15) == 0) {
+                    m->has_dqt0 = 1;
+                    for (int i = 0; i < 64; i++)
+                        m->dqt_luma[i] = p[k + 1 + i];  /* zigzag order */
+                }
+        } else if (marker == 0xC4) {
+            for (size_t k = 0; k + 17 <= seg - 2;) {
+                int n = 0, slot = (p[k] >> 4) * 2 + (p[k] & 1);
+                for (int i = 0; i < 16; i++)
+                    n += p[k + 1 + i];
+                if (slot < 4)
+                    memcpy(m->dht_bits[slot], p + k + 1, 16);
+                m->huffman_tables++;
+                k += 17 + (size_t)n;
+            }
+        }
+        at += 2 + seg;
+    }
+    return 1;
+}
+
+static void test_encode_markers(void)
+{
+    /* The standard luminance table of the JPEG standard (Annex K), in zigzag order. */
+    static const int std_luma_zigzag[64] = {
+        16, 11, 12, 14, 12, 10, 16, 14, 13, 14, 18, 17, 16, 19, 24, 40,
+        26, 24, 22, 22, 24, 49, 35, 37, 29, 40, 58, 51, 61, 60, 57, 51,
+        56, 55, 64, 72, 92, 78, 64, 68, 87, 69, 55, 56, 80, 109, 81, 87,
+        95, 98, 103, 104, 103, 62, 77, 113, 121, 112, 100, 120, 92, 101, 103, 99};
+    /* The standard DC luminance code lengths (Annex K.3), which an
+     * unoptimised file carries. */
+    static const unsigned char std_dc_bits[16] = {0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+    static const struct {
+        int quality, channels, progressive;
+        gimg_subsampling sub;
+        int sof, h, v;
+    } cases[] = {
+        {90, 3, 0, GIMG_SUBSAMPLE_AUTO, 0xC0, 1, 1}, {89, 3, 0, GIMG_SUBSAMPLE_AUTO, 0xC0, 2, 2},
+        {100, 3, 0, GIMG_SUBSAMPLE_AUTO, 0xC0, 1, 1}, {1, 3, 0, GIMG_SUBSAMPLE_AUTO, 0xC0, 2, 2},
+        {95, 3, 0, GIMG_SUBSAMPLE_420, 0xC0, 2, 2}, {50, 3, 0, GIMG_SUBSAMPLE_422, 0xC0, 2, 1},
+        {50, 3, 0, GIMG_SUBSAMPLE_444, 0xC0, 1, 1}, {75, 3, 1, GIMG_SUBSAMPLE_AUTO, 0xC2, 2, 2},
+        {75, 1, 0, GIMG_SUBSAMPLE_420, 0xC0, 1, 1}, {75, 1, 1, GIMG_SUBSAMPLE_AUTO, 0xC2, 1, 1},
+    };
+    gimg_image rgb, gray;
+    if (!photo_image(&rgb, 40, 24, 3, 3) || !photo_image(&gray, 40, 24, 1, 4))
+        return;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *buf;
+        size_t len;
+        const gimg_image *im = cases[i].channels == 1 ? &gray : &rgb;
+        if (encode_jpeg(im, cases[i].quality, cases[i].sub, cases[i].progressive, &buf, &len)) {
+            CHECK(0, "case %zu: %s", i, gimg_last_error());
+            continue;
+        }
+        jpeg_markers m;
+        CHECK(read_markers(buf, len, &m), "case %zu: markers unreadable", i);
+        CHECK(m.sof == cases[i].sof, "case %zu: SOF 0x%02x", i, m.sof);
+        CHECK(m.ncomp == cases[i].channels, "case %zu: %d components", i, m.ncomp);
+        CHECK(m.h0 == cases[i].h && m.v0 == cases[i].v, "case %zu: luma sampled %dx%d", i, m.h0,
+              m.v0);
+        if (m.ncomp == 3)
+            CHECK(m.h1 == 1 && m.v1 == 1, "case %zu: chroma sampled %dx%d", i, m.h1, m.v1);
+        /* libjpeg's quality scaling: 5000 / q below 50, 200 - 2q from
+         * 50; each entry (v * scale + 50) / 100, kept within 1..255. */
+        int q = cases[i].quality, scale = q < 50 ? 5000 / q : 200 - 2 * q, bad = -1;
+        for (int k = 0; k < 64 && m.has_dqt0; k++) {
+            long v = ((long)std_luma_zigzag[k] * scale + 50) / 100;
+            v = v < 1 ? 1 : v > 255 ? 255 : v;
+            if (m.dqt_luma[k] != v && bad < 0)
+                bad = k;
+        }
+        CHECK(m.has_dqt0 && bad < 0, "case %zu: quality %d luma table entry %d is %d", i, q, bad,
+              bad >= 0 ? m.dqt_luma[bad] : 0);
+        /* Optimised Huffman tables: the DC luminance table is not the
+         * standard one (an 8-bit photo never uses all 12 categories). */
+        CHECK(m.huffman_tables > 0 && memcmp(m.dht_bits[0], std_dc_bits, 16) != 0,
+              "case %zu: standard Huffman tables", i);
+        free(buf);
+    }
+    gimg_image_free(&rgb);
+    gimg_image_free(&gray);
+}
+
+/* Optimised Huffman coding: a smaller file than libjpeg's standard
+ * tables give, and the very same pixels. */
+static void test_encode_optimised(void)
+{
+    gimg_image im;
+    if (!photo_image(&im, 120, 90, 3, 21))
+        return;
+    unsigned char *ours;
+    size_t len;
+    CHECK(encode_jpeg(&im, 92, GIMG_SUBSAMPLE_444, 0, &ours, &len) == GIMG_OK, "encode");
+    bytes plain = encode_direct(&im, 92, 0, NULL, 0);
+    gimg_image a, b;
+    CHECK(plain.len > 0, "libjpeg's encode failed");
+    CHECK(len < plain.len, "optimised %zu bytes, standard tables %zu", len, plain.len);
+    if (gimg_decode_memory(ours, len, &a) == GIMG_OK) {
+        if (gimg_decode_memory(plain.p, plain.len, &b) == GIMG_OK) {
+            same_image(&a, &b, "optimised against standard tables");
+            gimg_image_free(&b);
+        }
+        gimg_image_free(&a);
+    }
+    free(ours);
+    free(plain.p);
+    gimg_image_free(&im);
+}
+
+/* Our encoder against cjpeg with the same settings (cjpeg -optimize):
+ * the same bytes. */
+static void test_encode_equals_cjpeg(void)
+{
+    if (!have_tool("cjpeg"))
+        SKIP("cjpeg is not installed");
+    static const struct {
+        int quality, channels, progressive;
+        gimg_subsampling sub;
+        const char *args;
+    } cases[] = {
+        {90, 3, 0, GIMG_SUBSAMPLE_AUTO, "-quality 90 -sample 1x1"},
+        {89, 3, 0, GIMG_SUBSAMPLE_AUTO, "-quality 89 -sample 2x2"},
+        {75, 3, 0, GIMG_SUBSAMPLE_422, "-quality 75 -sample 2x1"},
+        {60, 3, 1, GIMG_SUBSAMPLE_420, "-quality 60 -sample 2x2 -progressive"},
+        {97, 1, 0, GIMG_SUBSAMPLE_AUTO, "-quality 97"},
+        {40, 1, 1, GIMG_SUBSAMPLE_AUTO, "-quality 40 -progressive"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        if (!photo_image(&im, 77, 45, cases[i].channels, 40 + i))
+            continue;
+        unsigned char *pnm, *ours, *theirs = NULL;
+        size_t pnm_len, len, their_len = 0;
+        const char *src = tmp_path(cases[i].channels == 1 ? "src.pgm" : "src.ppm");
+        const char *dst = tmp_path("cjpeg.jpg");
+        char cmd[512];
+        CHECK(gimg_encode(&im, GIMG_FMT_PNM, NULL, &pnm, &pnm_len) == GIMG_OK, "PNM");
+        CHECK(write_file(src, pnm, pnm_len), "write %s", src);
+        snprintf(cmd, sizeof cmd, "cjpeg -optimize %s %s > %s", cases[i].args, src, dst);
+        CHECK(run(cmd) == 0, "%s failed", cmd);
+        theirs = read_file(dst, &their_len);
+        CHECK(encode_jpeg(&im, cases[i].quality, cases[i].sub, cases[i].progressive, &ours,
+                          &len) == GIMG_OK, "encode: %s", gimg_last_error());
+        CHECK(theirs && len == their_len && memcmp(ours, theirs, len) == 0,
+              "case %zu (cjpeg %s): %zu bytes, cjpeg %zu, not the same", i, cases[i].args, len,
+              their_len);
+        free(pnm);
+        free(ours);
+        free(theirs);
+        gimg_image_free(&im);
+    }
+}
+
+/* Decoding equals djpeg's default (accurate integer IDCT, smooth
+ * upsampling) sample for sample, on files cjpeg makes. */
+static void test_decode_equals_djpeg(void)
+{
+    if (!have_tool("djpeg") || !have_tool("cjpeg"))
+        SKIP("djpeg or cjpeg is not installed");
+    static const struct {
+        int w, h, channels;
+        const char *args;
+    } cases[] = {
+        {97, 61, 3, "-sample 1x1"},           {97, 61, 3, "-sample 2x1"},
+        {97, 61, 3, "-sample 2x2"},           {97, 61, 3, "-sample 1x2"},
+        {97, 61, 3, "-sample 4x1"},           {97, 61, 1, ""},
+        {97, 61, 3, "-progressive"},          {97, 61, 1, "-progressive"},
+        {97, 61, 3, "-arithmetic"},           {97, 61, 3, "-arithmetic -progressive"},
+        {97, 61, 3, "-restart 1 -sample 2x2"}, {97, 61, 3, "-rgb"},
+        {97, 61, 3, "-quality 100 -sample 1x1"}, {97, 61, 3, "-quality 5"},
+        {1, 1, 3, "-sample 2x2"},             {1, 1, 1, ""},
+        {17, 9, 3, "-sample 2x2"},            {17, 9, 3, "-sample 2x1 -progressive"},
+        {4097, 3, 3, "-sample 2x2"},          {4097, 3, 3, "-sample 2x1"},
+        {3, 4097, 3, "-sample 2x2 -progressive"}, {4097, 3, 1, "-progressive"},
+    };
+    if (!have_tool("cjpeg"))
+        SKIP("cjpeg is not installed");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im, ours, ref;
+        if (!photo_image(&im, cases[i].w, cases[i].h, cases[i].channels, 100 + i))
+            continue;
+        unsigned char *pnm, *jpg = NULL, *out = NULL;
+        size_t pnm_len, jpg_len = 0, out_len = 0;
+        const char *src = tmp_path(cases[i].channels == 1 ? "d.pgm" : "d.ppm");
+        const char *jpath = tmp_path("d.jpg"), *opath = tmp_path("djpeg.pnm");
+        char cmd[512], what[160];
+        snprintf(what, sizeof what, "%dx%d c%d cjpeg %s", cases[i].w, cases[i].h,
+                 cases[i].channels, cases[i].args);
+        CHECK(gimg_encode(&im, GIMG_FMT_PNM, NULL, &pnm, &pnm_len) == GIMG_OK, "PNM");
+        CHECK(write_file(src, pnm, pnm_len), "write");
+        snprintf(cmd, sizeof cmd, "cjpeg %s %s > %s 2>/dev/null && djpeg -pnm %s > %s",
+                 cases[i].args, src, jpath, jpath, opath);
+        CHECK(run(cmd) == 0, "%s: %s failed", what, cmd);
+        jpg = read_file(jpath, &jpg_len);
+        out = read_file(opath, &out_len);
+        if (jpg && out && gimg_decode_memory(out, out_len, &ref) == GIMG_OK) {
+            if (row_decode(jpg, jpg_len, &ours) == GIMG_OK) {
+                same_image(&ours, &ref, what);
+                gimg_image_free(&ours);
+            } else {
+                CHECK(0, "%s: %s", what, gimg_last_error());
+            }
+            gimg_image_free(&ref);
+        } else {
+            CHECK(0, "%s: no djpeg output", what);
+        }
+        free(pnm);
+        free(jpg);
+        free(out);
+        gimg_image_free(&im);
+    }
+}
+
+/* CMYK and YCCK: the documented formula on libjpeg's own CMYK samples;
+ * inverted where the Adobe marker is, plain ink where it is not. */
+static void test_cmyk(void)
+{
+    const int w = 41, h = 23;
+    unsigned char *px = malloc((size_t)w * h * 4);
+    uint64_t state = 77;
+    for (int i = 0; i < w * h; i++)
+        for (int k = 0; k < 4; k++)
+            px[i * 4 + k] = (unsigned char)((i % w) * 6 + (i / w) * (k + 3) +
+                                            (int)(testimg_next(&state) % 9));
+    static const struct {
+        J_COLOR_SPACE space;
+        int adobe;
+        const char *name;
+    } cases[] = {{JCS_CMYK, 1, "Adobe CMYK"}, {JCS_YCCK, 1, "Adobe YCCK"},
+                 {JCS_CMYK, 0, "CMYK without the Adobe marker"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bytes f = encode_cmyk(px, w, h, cases[i].space, cases[i].adobe);
+        unsigned char *cmyk = f.len ? decode_cmyk_samples(&f) : NULL;
+        gimg_image im;
+        gimg_info info;
+        CHECK(cmyk != NULL, "%s: libjpeg could not make or read it", cases[i].name);
+        CHECK(gimg_probe_memory(f.p, f.len, &info) == GIMG_OK && info.channels == 3,
+              "%s: probe: %s", cases[i].name, gimg_last_error());
+        if (cmyk && gimg_decode_memory(f.p, f.len, &im) == GIMG_OK) {
+            int bad = -1;
+            for (int y = 0; y < h && bad < 0; y++)
+                for (int x = 0; x < w && bad < 0; x++) {
+                    const unsigned char *s = cmyk + ((size_t)y * w + x) * 4;
+                    for (int k = 0; k < 3; k++) {
+                        /* Inks in 0..1: stored inverted with the marker. */
+                        double ink = cases[i].adobe ? 1 - s[k] / 255.0 : s[k] / 255.0;
+                        double black = cases[i].adobe ? 1 - s[3] / 255.0 : s[3] / 255.0;
+                        long want = lround(255 * (1 - ink) * (1 - black));
+                        if (gimg_row(&im, y)[x * 3 + k] != want)
+                            bad = (y * w + x) * 3 + k;
+                    }
+                }
+            CHECK(im.channels == 3 && bad < 0, "%s: sample %d differs from the formula",
+                  cases[i].name, bad);
+            gimg_image_free(&im);
+        } else if (cmyk) {
+            CHECK(0, "%s: %s", cases[i].name, gimg_last_error());
+        }
+        free(cmyk);
+        free(f.p);
+    }
+    free(px);
+}
+
+/* ImageMagick's own CMYK JPEG (inverted, with the Adobe marker) and its
+ * `-colorspace sRGB`: the same samples. */
+static void test_cmyk_against_imagemagick(void)
+{
+    if (access("/usr/bin/convert", X_OK) != 0)
+        SKIP("ImageMagick's /usr/bin/convert is not installed");
+    gimg_image im, ours, ref;
+    if (!photo_image(&im, 57, 31, 3, 8))
+        return;
+    unsigned char *pnm, *jpg = NULL, *out = NULL;
+    size_t pnm_len, jpg_len = 0, out_len = 0;
+    const char *src = tmp_path("im.ppm"), *jpath = tmp_path("im-cmyk.jpg"),
+               *opath = tmp_path("im-rgb.ppm");
+    char cmd[512];
+    CHECK(gimg_encode(&im, GIMG_FMT_PNM, NULL, &pnm, &pnm_len) == GIMG_OK, "PNM");
+    CHECK(write_file(src, pnm, pnm_len), "write");
+    snprintf(cmd, sizeof cmd, "/usr/bin/convert %s -colorspace CMYK -quality 90 %s && "
+             "/usr/bin/convert %s -colorspace sRGB %s", src, jpath, jpath, opath);
+    if (run(cmd) != 0) {
+        free(pnm);
+        gimg_image_free(&im);
+        SKIP("ImageMagick could not write a CMYK JPEG");
+    }
+    jpg = read_file(jpath, &jpg_len);
+    out = read_file(opath, &out_len);
+    jpeg_markers m;
+    CHECK(jpg && read_markers(jpg, jpg_len, &m) && m.ncomp == 4, "not a 4-component JPEG");
+    if (jpg && out && gimg_decode_memory(out, out_len, &ref) == GIMG_OK) {
+        if (gimg_decode_memory(jpg, jpg_len, &ours) == GIMG_OK) {
+            same_image(&ours, &ref, "CMYK JPEG against ImageMagick's -colorspace sRGB");
+            gimg_image_free(&ours);
+        } else {
+            CHECK(0, "%s", gimg_last_error());
+        }
+        gimg_image_free(&ref);
+    }
+    free(pnm);
+    free(jpg);
+    free(out);
+    gimg_image_free(&im);
+}
+
+/* Refusal with the status and words expected, within a second of CPU. */
+static void expect_refusal(const bytes *f, gimg_status want, const char *words, const char *what)
+{
+    gimg_image im;
+    memset(&im, 0x5A, sizeof im);
+    double t0 = cpu_seconds();
+    gimg_status st = gimg_decode_memory(f->p, f->len, &im);
+    double cpu = cpu_seconds() - t0;
+    CHECK(st == want, "%s: status %d, expected %d (%s)", what, (int)st, (int)want,
+          gimg_last_error());
+    CHECK(strstr(gimg_last_error(), words) != NULL, "%s: message '%s' lacks '%s'", what,
+          gimg_last_error(), words);
+    CHECK(im.data == NULL && im.width == 0, "%s: a failed decode left an image", what);
+    /* The row itself refuses too, when the probe is not asked first. */
+    st = row_decode(f->p, f->len, &im);
+    CHECK(st == want && im.data == NULL, "%s: the row's decode gave %d", what, (int)st);
+    if (timing_checked())
+        CHECK(cpu < 1.0, "%s: %.2f s of CPU", what, cpu);
+    if (st == GIMG_OK)
+        gimg_image_free(&im);
+}
+
+static void test_crafted_headers(void)
+{
+    bytes f;
+    f = baseline_file(0xC0, 8, 16, 16, 1, 0, 0);
+    expect_refusal(&f, GIMG_E_FORMAT, "corrupt JPEG", "no scan before EOI");
+    free(f.p);
+    f = baseline_file(0xC0, 8, 16, 16, 3, 1, 1);
+    expect_refusal(&f, GIMG_E_FORMAT, "table 0x01 was not defined", "undefined DQT");
+    free(f.p);
+    f = baseline_file(0xC1, 12, 16, 16, 1, 0, 1);
+    expect_refusal(&f, GIMG_E_FORMAT, "12-bit", "12-bit JPEG");
+    free(f.p);
+    f = baseline_file(0xC3, 8, 16, 16, 1, 0, 1);
+    expect_refusal(&f, GIMG_E_FORMAT, "unsupported JPEG", "lossless JPEG");
+    free(f.p);
+    f = baseline_file(0xC0, 8, 16, 16, 2, 0, 1);
+    expect_refusal(&f, GIMG_E_FORMAT, "unsupported JPEG", "2 components");
+    free(f.p);
+    f = baseline_file(0xC0, 8, 16, 0, 1, 0, 1);
+    expect_refusal(&f, GIMG_E_FORMAT, "size", "zero height");
+    free(f.p);
+    /* Huge frames with tiny files: refused from the frame header, with
+     * or without a scan. */
+    f = baseline_file(0xC0, 8, 65535, 65535, 1, 0, 0);
+    expect_refusal(&f, GIMG_E_LIMIT, "limit", "65535x65535, no scan");
+    free(f.p);
+    f = baseline_file(0xC2, 8, 65500, 65500, 3, 0, 0);
+    f.len -= 2;  /* no EOI either */
+    put_sos(&f, 1, 3, 0, 0);
+    expect_refusal(&f, GIMG_E_LIMIT, "limit", "65500x65500 progressive");
+    free(f.p);
+    /* Beyond libjpeg's own 65500 a side, with the pixel limit raised. */
+    uint64_t saved = gimg_max_pixels();
+    gimg_set_max_pixels((uint64_t)1 << 40);
+    f = baseline_file(0xC0, 8, 65535, 16, 1, 0, 1);
+    expect_refusal(&f, GIMG_E_LIMIT, "65500", "65535 wide, pixel limit raised");
+    free(f.p);
+    gimg_set_max_pixels(saved);
+    /* The valid counterparts decode: every pixel mid-gray. */
+    f = baseline_file(0xC0, 8, 19, 7, 3, 0, 1);
+    gimg_image im;
+    if (gimg_decode_memory(f.p, f.len, &im) == GIMG_OK) {
+        int bad = 0;
+        for (int y = 0; y < 7; y++)
+            for (int i = 0; i < 19 * 3; i++)
+                bad += gimg_row(&im, y)[i] != 128;
+        CHECK(im.channels == 3 && bad == 0, "zero blocks: %d samples are not 128", bad);
+        gimg_image_free(&im);
+    } else {
+        CHECK(0, "a valid crafted baseline file: %s", gimg_last_error());
+    }
+    free(f.p);
+}
+
+/* Huge sizes are refused before anything large is allocated: with the
+ * address space held to 256 MiB, still a size refusal (allocating the
+ * coefficients first, 1.5 GB for 20000x20000 progressive, would be out of
+ * memory). */
+static void test_huge_no_big_allocation(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload"))
+        SKIP("under valgrind, which needs the address space");
+    static const int sides[] = {20000, 65500};
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+        bytes f = baseline_file(0xC2, 8, sides[i], sides[i], 3, 0, 0);
+        f.len -= 2;  /* a DC scan instead of EOI */
+        put_sos(&f, 1, 3, 0, 0);
+        put(&f, "\0\0\0\0", 4);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct rlimit r = {(rlim_t)256 << 20, (rlim_t)256 << 20};
+            setrlimit(RLIMIT_AS, &r);
+            gimg_image im;
+            gimg_status st = row_decode(f.p, f.len, &im);  /* the codec's own check */
+            int named = strstr(gimg_last_error(), "--max-pixels") != NULL;
+            _exit(st == GIMG_E_LIMIT && named ? 0 : 10 + (int)st);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%dx%d in 256 MiB: %s %d (status 10 + %d)", sides[i], sides[i],
+              WIFEXITED(status) ? "exit" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+              WIFEXITED(status) ? WEXITSTATUS(status) - 10 : 0);
+        expect_refusal(&f, GIMG_E_LIMIT, "--max-pixels", "huge progressive frame");
+        free(f.p);
+    }
+}
+
+/* Every cut of a file is refused, its last byte included (JWRN_JPEG_EOF
+ * is an error here), for baseline and progressive. */
+static void test_truncated(void)
+{
+    gimg_image im;
+    if (!photo_image(&im, 37, 21, 3, 12))
+        return;
+    for (int progressive = 0; progressive <= 1; progressive++) {
+        unsigned char *buf;
+        size_t len;
+        if (encode_jpeg(&im, 80, GIMG_SUBSAMPLE_420, progressive, &buf, &len) != GIMG_OK)
+            continue;
+        gimg_image back;
+        CHECK(gimg_decode_memory(buf, len, &back) == GIMG_OK, "whole file: %s",
+              gimg_last_error());
+        gimg_image_free(&back);
+        size_t accepted = 0, first = 0;
+        for (size_t cut = 1; cut < len; cut++) {
+            gimg_status st = row_decode(buf, cut, &back);
+            if (st == GIMG_OK) {
+                if (!accepted++)
+                    first = cut;
+                gimg_image_free(&back);
+            } else {
+                CHECK(gimg_last_error()[0] != '\0', "cut at %zu: no message", cut);
+            }
+        }
+        CHECK(accepted == 0, "%s: %zu cuts decoded, the first at %zu of %zu bytes",
+              progressive ? "progressive" : "baseline", accepted, first, len);
+        /* A segment after the scan, then the end: the scan is whole, the
+         * file is not (libjpeg reads on to EOI). */
+        bytes f = {0};
+        put(&f, buf, len - 2);
+        put(&f, "\xff\xfe\x00\x06note", 8);
+        expect_refusal(&f, GIMG_E_FORMAT, "truncated JPEG", "no EOI after a last segment");
+        put(&f, "\xff\xd9", 2);
+        CHECK(gimg_decode_memory(f.p, f.len, &back) == GIMG_OK, "with its EOI: %s",
+              gimg_last_error());
+        gimg_image_free(&back);
+        free(f.p);
+        /* The message of a cut in the pixel data. */
+        CHECK(row_decode(buf, len - 1, &back) != GIMG_OK &&
+                  strstr(gimg_last_error(), "truncated JPEG") != NULL,
+              "one byte short: '%s'", gimg_last_error());
+        free(buf);
+    }
+    gimg_image_free(&im);
+}
+
+/* The warning rule: bytes between segments are skipped (the same
+ * pixels); data that cannot be decoded is refused. */
+static void test_warnings(void)
+{
+    gimg_image im, clean, got;
+    unsigned char *buf;
+    size_t len;
+    if (!photo_image(&im, 45, 30, 3, 31))
+        return;
+    if (encode_jpeg(&im, 85, GIMG_SUBSAMPLE_420, 0, &buf, &len) != GIMG_OK ||
+        gimg_decode_memory(buf, len, &clean) != GIMG_OK) {
+        CHECK(0, "%s", gimg_last_error());
+        return;
+    }
+    /* Garbage before the first DHT. */
+    size_t at = 2;
+    while (at + 4 < len && buf[at + 1] != 0xC4)
+        at += 2 + ((size_t)buf[at + 2] << 8 | buf[at + 3]);
+    bytes f = {0};
+    put(&f, buf, at);
+    put(&f, "\x12\x34\x00", 3);
+    put(&f, buf + at, len - at);
+    if (gimg_decode_memory(f.p, f.len, &got) == GIMG_OK) {
+        same_image(&got, &clean, "extraneous bytes between segments");
+        gimg_image_free(&got);
+    } else {
+        CHECK(0, "extraneous bytes refused: %s", gimg_last_error());
+    }
+    free(f.p);
+    /* The scan's data replaced by 1 bits: no code of an optimised table
+     * is that long, so libjpeg finds a bad Huffman code. */
+    size_t sos = 2;
+    while (sos + 4 < len && buf[sos + 1] != 0xDA)
+        sos += 2 + ((size_t)buf[sos + 2] << 8 | buf[sos + 3]);
+    size_t data = sos + 2 + ((size_t)buf[sos + 2] << 8 | buf[sos + 3]);
+    f = (bytes){0};
+    put(&f, buf, data);
+    for (int i = 0; i < 64; i++)
+        put(&f, "\xff\x00", 2);
+    put(&f, "\xff\xd9", 2);
+    expect_refusal(&f, GIMG_E_FORMAT, "corrupt JPEG", "bad Huffman codes");
+    free(f.p);
+    /* A marker inside the scan's data: the data segment ends early. */
+    f = (bytes){0};
+    put(&f, buf, data + 8);
+    put(&f, "\xff\xd9", 2);
+    expect_refusal(&f, GIMG_E_FORMAT, "JPEG", "scan cut by EOI");
+    free(f.p);
+    free(buf);
+    gimg_image_free(&clean);
+    gimg_image_free(&im);
+}
+
+/* The scan limit at its edge: 48 component scans decode, 49 do not; a
+ * scan of 3 components counts 3. */
+static void test_scan_limit_edge(void)
+{
+    for (int n = 1; n <= 3; n += 2) {
+        for (int extra = 0; extra <= 1; extra++) {
+            /* The DC scan counts n, each AC scan 1. */
+            int scans = 1 + (MAX_COMPONENT_SCANS - n) + extra;
+            bytes f = progressive_file(64, 40, n, SCANS_EOB_RUNS, scans);
+            char what[96];
+            snprintf(what, sizeof what, "%d components, %d scans (%d component scans)", n, scans,
+                     n + scans - 1);
+            if (!extra) {
+                gimg_image im;
+                if (gimg_decode_memory(f.p, f.len, &im) == GIMG_OK) {
+                    int bad = 0;
+                    for (int y = 0; y < 40; y++)
+                        for (int i = 0; i < 64 * im.channels; i++)
+                            bad += gimg_row(&im, y)[i] != 128;
+                    CHECK(bad == 0, "%s: %d samples are not 128", what, bad);
+                    gimg_image_free(&im);
+                } else {
+                    CHECK(0, "%s: %s", what, gimg_last_error());
+                }
+            } else {
+                expect_refusal(&f, GIMG_E_LIMIT, "too many scans", what);
+            }
+            free(f.p);
+        }
+    }
+    /* A real script of a few dozen scans (libjpeg checks it is valid):
+     * DC, then the 63 AC coefficients in bands of one and two. */
+    gimg_image im, back;
+    if (photo_image(&im, 50, 30, 1, 61)) {
+        jpeg_scan_info script[48];
+        int k = 0, ss = 1;
+        script[k++] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
+        while (ss <= 63) {
+            int se = ss + (ss < 20 ? 0 : 1);
+            if (se > 63)
+                se = 63;
+            script[k++] = (jpeg_scan_info){1, {0}, ss, se, 0, 0};
+            ss = se + 1;
+        }
+        bytes f = encode_direct(&im, 90, 1, script, k);
+        CHECK(f.len > 0 && k > 36 && k <= MAX_COMPONENT_SCANS, "script of %d scans", k);
+        CHECK(f.len > 0 && gimg_decode_memory(f.p, f.len, &back) == GIMG_OK,
+              "a valid %d-scan file: %s", k, gimg_last_error());
+        if (f.len > 0 && back.data)
+            gimg_image_free(&back);
+        free(f.p);
+        gimg_image_free(&im);
+    }
+}
+
+/* The hostile files of the issue: 8192x8192, 10,000 scans, refused
+ * within a second of CPU whatever the scans hold. (Under valgrind,
+ * GIMG_TEST_SLOW=1, 1024x1024: the same paths, 64 times less work.) */
+static void test_ten_thousand_scans(void)
+{
+    static const struct {
+        int n, kind;
+        const char *name;
+    } cases[] = {
+        {1, SCANS_EMPTY_HUFFMAN, "gray, empty Huffman scans"},
+        {3, SCANS_EMPTY_HUFFMAN, "colour, empty Huffman scans"},
+        {1, SCANS_EMPTY_ARITHMETIC, "gray, empty arithmetic scans"},
+        {3, SCANS_EMPTY_ARITHMETIC, "colour, empty arithmetic scans"},
+        {1, SCANS_EOB_RUNS, "gray, valid Huffman scans"},
+        {3, SCANS_EOB_RUNS, "colour, valid Huffman scans"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int side = timing_checked() ? 8192 : 1024;
+        bytes f = progressive_file(side, side, cases[i].n, cases[i].kind, 10000);
+        char what[128];
+        snprintf(what, sizeof what, "%dx%d %s (%zu bytes)", side, side, cases[i].name, f.len);
+        expect_refusal(&f, cases[i].kind == SCANS_EMPTY_HUFFMAN ? GIMG_E_FORMAT : GIMG_E_LIMIT,
+                       "JPEG", what);
+        free(f.p);
+    }
+}
+
+/* Many threads decoding and encoding at once get what one thread gets. */
+typedef struct {
+    const unsigned char *good, *bad;
+    size_t good_len, bad_len;
+    const gimg_image *want, *src;
+    const unsigned char *want_jpeg;
+    size_t want_jpeg_len;
+    int failures;
+} thread_job;
+
+static void *thread_main(void *arg)
+{
+    thread_job *j = arg;
+    for (int i = 0; i < 12; i++) {
+        gimg_image im;
+        unsigned char *buf;
+        size_t len;
+        if (gimg_decode_memory(j->good, j->good_len, &im) != GIMG_OK) {
+            j->failures++;
+        } else {
+            size_t row = (size_t)im.width * 3;
+            for (int y = 0; y < im.height; y++)
+                j->failures += memcmp(gimg_row(&im, y), gimg_row(j->want, y), row) != 0;
+            gimg_image_free(&im);
+        }
+        j->failures += gimg_decode_memory(j->bad, j->bad_len, &im) == GIMG_OK ||
+                       strstr(gimg_last_error(), "JPEG") == NULL;
+        if (encode_jpeg(j->src, 88, GIMG_SUBSAMPLE_AUTO, i & 1, &buf, &len) != GIMG_OK) {
+            j->failures++;
+        } else {
+            if (!(i & 1))
+                j->failures += len != j->want_jpeg_len || memcmp(buf, j->want_jpeg, len) != 0;
+            free(buf);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    gimg_image src, want;
+    unsigned char *good, *bad;
+    size_t good_len, bad_len;
+    if (!photo_image(&src, 300, 200, 3, 71))
+        return;
+    if (encode_jpeg(&src, 88, GIMG_SUBSAMPLE_AUTO, 1, &good, &good_len) != GIMG_OK ||
+        gimg_decode_memory(good, good_len, &want) != GIMG_OK) {
+        CHECK(0, "%s", gimg_last_error());
+        return;
+    }
+    unsigned char *want_jpeg;
+    size_t want_jpeg_len;
+    CHECK(encode_jpeg(&src, 88, GIMG_SUBSAMPLE_AUTO, 0, &want_jpeg, &want_jpeg_len) == GIMG_OK,
+          "encode");
+    bad_len = good_len / 2;
+    bad = good;
+    thread_job jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){good, bad, good_len, bad_len, &want, &src, want_jpeg,
+                               want_jpeg_len, 0};
+        pthread_create(&t[i], NULL, thread_main, &jobs[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(jobs[i].failures == 0, "thread %d: %d failures", i, jobs[i].failures);
+    }
+    free(good);
+    free(want_jpeg);
+    gimg_image_free(&want);
+    gimg_image_free(&src);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "%s/gimg-jpeg.XXXXXX", "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        printf("FAIL: setup: mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    RUN(test_sniff_and_probe);
+    RUN(test_round_trip);
+    RUN(test_encode_markers);
+    RUN(test_encode_optimised);
+    RUN(test_encode_equals_cjpeg);
+    RUN(test_decode_equals_djpeg);
+    RUN(test_cmyk);
+    RUN(test_cmyk_against_imagemagick);
+    RUN(test_crafted_headers);
+    RUN(test_huge_no_big_allocation);
+    RUN(test_truncated);
+    RUN(test_warnings);
+    RUN(test_scan_limit_edge);
+    RUN(test_ten_thousand_scans);
+    RUN(test_threads);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_summary();
+}
