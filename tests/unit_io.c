@@ -1392,16 +1392,19 @@ static void test_truncated_hdr(void)
     sweep_encoded(GIMG_FMT_HDR, 5, 3, 3, GIMG_F32, 0);   /* flat */
 }
 
-/* stb's readers: PNG must refuse every cut but one into the final CRC
- * (stb checks no CRC, and IEND's is the last 4 bytes). BMP, TGA and JPEG
- * are read by stb with zeros past the end of the data, so a cut file may
- * decode (the contract asked of them here): it must then have the header's
+/* The codecs on libraries: JPEG, TIFF and WebP refuse every cut; PNG every
+ * cut but one into IEND's CRC, the last 4 bytes, which carries no pixels.
+ * BMP and TGA are read by stb, whose prechecks refuse cut pixel data but
+ * not every cut elsewhere: a cut file that decodes must have the header's
  * size, and nothing may crash or hang. */
-static void test_truncated_stb(void)
+static void test_truncated_codecs(void)
 {
     sweep_encoded(GIMG_FMT_PNG, 9, 7, 4, GIMG_U8, 4);
     sweep_encoded(GIMG_FMT_PNG, 9, 7, 1, GIMG_U16, 4);
-    sweep_encoded(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, SIZE_MAX);
+    sweep_encoded(GIMG_FMT_JPEG, 17, 9, 3, GIMG_U8, 0);
+    sweep_encoded(GIMG_FMT_JPEG, 17, 9, 1, GIMG_U8, 0);
+    sweep_encoded(GIMG_FMT_TIFF, 9, 7, 4, GIMG_U16, 0);
+    sweep_encoded(GIMG_FMT_WEBP, 9, 7, 3, GIMG_U8, 0);
     sweep_encoded(GIMG_FMT_BMP, 9, 7, 3, GIMG_U8, SIZE_MAX);
     sweep_encoded(GIMG_FMT_BMP, 9, 7, 4, GIMG_U8, SIZE_MAX);
     sweep_encoded(GIMG_FMT_TGA, 9, 7, 4, GIMG_U8, SIZE_MAX);
@@ -2463,7 +2466,7 @@ int main(void)
 
     RUN(test_truncated_pnm);
     RUN(test_truncated_hdr);
-    RUN(test_truncated_stb);
+    RUN(test_truncated_codecs);
 
     RUN(test_unsupported_and_unknown);
 

@@ -144,7 +144,7 @@ static void encoded_files(void)
     }
     encoded("pfm-gray", GIMG_FMT_PFM, 4, 3, 1, GIMG_F32, 90, 6);
     encoded("pfm-rgb", GIMG_FMT_PFM, 4, 3, 3, GIMG_F32, 90, 6);
-    /* JPEG subsamples chroma (4:2:0) below quality 90 by default. */
+    /* JPEG: 4:2:0 below quality 90, 4:4:4 from 90; gray is one component. */
     encoded("jpeg-q50-420", GIMG_FMT_JPEG, 19, 11, 3, GIMG_U8, 50, 6);
     encoded("jpeg-q100-444", GIMG_FMT_JPEG, 9, 9, 3, GIMG_U8, 100, 6);
     encoded("jpeg-gray-source", GIMG_FMT_JPEG, 8, 8, 1, GIMG_U8, 75, 6);
