@@ -1,13 +1,17 @@
 /*
  * precheck.c — structural checks of files before stb_image (2.27, Debian's
- * libstb-dev) decodes them. stb reads past the end of its buffer as zeros,
- * which turns truncation into silent garbage or worse; each check walks the
- * file the way stb will, without decoding, and refuses what stb mishandles.
- * Found by tests/unit_io.c and tests/unit_precheck.c, which keep them fixed.
+ * libstb-dev) decodes them: BMP, TGA and Radiance HDR, the formats left to
+ * stb (codec_stb.c). stb reads past the end of its buffer as zeros, which
+ * turns truncation into silent garbage or worse, and looks palette indices
+ * up without checking them; each check walks the file the way stb will,
+ * without decoding, and refuses what stb mishandles. Found by
+ * tests/unit_io.c, tests/unit_precheck.c and tests/cli_codec_stb.sh, which
+ * keep them fixed. (PNG and JPEG, which stb decoded before, have codecs of
+ * their own on libspng and libjpeg-turbo, which check their files
+ * themselves.)
  */
 #include "precheck_internal.h"
 
-#include <libdeflate.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,101 +117,61 @@ static uint32_t le32(const unsigned char *p)
     return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
 }
 
-/* The byte at i, or 0 past the end: what stb reads there. */
-static unsigned byte_at(const unsigned char *b, size_t len, size_t i)
-{
-    return i < len ? b[i] : 0;
-}
-
-/* JPEG: a DHT segment's 16 code-length counts may add up to 4080, and
- * stb 2.27 builds the table into a 257-entry array without checking (later
- * stb refuses more than 256). The segment at p (its length field) is read
- * as stb reads it: table after table until its length is used up, with
- * zeros past the end of the file. */
-static gimg_status dht_check(const unsigned char *b, size_t len, size_t p, unsigned *defined)
-{
-    long left = (long)(byte_at(b, len, p) << 8 | byte_at(b, len, p + 1)) - 2;
-    for (size_t q = p + 2; left > 0 && q < len;) {
-        const unsigned cls = b[q] >> 4, id = b[q] & 15;
-        if (cls <= 1 && id <= 3)
-            *defined |= 1u << (cls * 4 + id);
-        unsigned codes = 0;
-        for (size_t i = 1; i <= 16; i++)
-            codes += byte_at(b, len, q + i);
-        if (codes > 256)
-            return gimg_fail(GIMG_E_FORMAT,
-                             "corrupt JPEG: a Huffman table of %u codes (at most 256)", codes);
-        q += 17 + codes;
-        left -= 17 + (long)codes;
-    }
-    return GIMG_OK;
-}
-
-/* JPEG: a scan whose components name a Huffman table that no DHT before
- * it defined. stb decodes with the table it allocated and never filled
- * (whatever malloc returned): found by fuzz_decode as an assertion in
- * stbi__jpeg_huff_decode that fired or not from run to run. The SOS at p
- * (its length field) uses its DC tables unless it is a progressive AC scan
- * or DC refinement, and its AC tables unless it is a progressive DC scan;
- * selectors over 3 are left to stb, which refuses them. */
-static gimg_status sos_check(const unsigned char *b, size_t len, size_t p, unsigned defined,
-                             int progressive)
-{
-    const unsigned n = byte_at(b, len, p + 2);
-    const unsigned ss = byte_at(b, len, p + 3 + 2 * n), ah = byte_at(b, len, p + 5 + 2 * n) >> 4;
-    const int dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
-    for (unsigned i = 0; i < n; i++) {
-        const unsigned t = byte_at(b, len, p + 4 + 2 * i), td = t >> 4, ta = t & 15;
-        if ((dc && td <= 3 && !(defined >> td & 1)) || (ac && ta <= 3 && !(defined >> (4 + ta) & 1)))
-            return gimg_fail(GIMG_E_FORMAT,
-                             "corrupt JPEG: a scan uses a Huffman table that no DHT defines");
-    }
-    return GIMG_OK;
-}
-
-/* Walks the markers as stb does, skipping entropy-coded data after each SOS
- * and, like stb, any stray bytes between segments, and checks every DHT and
- * SOS. */
-static gimg_status jpeg_check(const unsigned char *b, size_t len)
-{
-    unsigned defined = 0;                                /* bit class * 4 + id: DHT seen */
-    int progressive = 0;
-    size_t p = 0;                                        /* fill bytes, then SOI */
-    while (p + 1 < len) {
-        if (b[p] != 0xFF) {
-            p++;
-            continue;
-        }
-        const unsigned m = b[p + 1];
-        if (m == 0xFF || m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) {
-            p += m == 0xFF ? 1 : 2;                      /* fill byte, or no length */
-            continue;
-        }
-        if (m == 0xD9)
-            return GIMG_OK;                              /* end of image */
-        gimg_status st;
-        if (m == 0xC4 && (st = dht_check(b, len, p + 2, &defined)))
-            return st;
-        if (m == 0xC2)
-            progressive = 1;
-        if (m == 0xDA && (st = sos_check(b, len, p + 2, defined, progressive)))
-            return st;
-        p += 2 + (byte_at(b, len, p + 2) << 8 | byte_at(b, len, p + 3));
-        if (m == 0xDA)                                   /* skip the entropy-coded data */
-            while (p + 1 < len && !(b[p] == 0xFF && b[p + 1] != 0 &&
-                                    !(b[p + 1] >= 0xD0 && b[p + 1] <= 0xD7)))
-                p++;
-    }
-    return GIMG_OK;
-}
-
 static gimg_status truncated_pixels(const char *format)
 {
     return gimg_fail(GIMG_E_FORMAT, "truncated %s data", format);
 }
 
+/* Index x of a row of 1-, 4- or 8-bit indices, packed from the high bits
+ * of each byte down, as BMP stores them. */
+static unsigned packed_index(const unsigned char *row, uint64_t x, unsigned bits)
+{
+    if (bits == 8)
+        return row[x];
+    const uint64_t bit = x * bits;
+    return (unsigned)(row[bit / 8] >> (8 - bits - bit % 8)) & ((1u << bits) - 1);
+}
+
+/* BMP with a palette (1, 4 and 8 bits a pixel, uncompressed: stb refuses
+ * the RLE ones): every pixel index must name one of the palette's colours.
+ * stb loads only the entries that fit between the header and the pixel
+ * data (sizing them from the pixel data's offset, and for OS/2 headers
+ * four entries short: stb 2.27 subtracts 24 bytes where that header has
+ * 12) into a 256-entry array whose other entries it leaves uninitialised,
+ * and looks every index up there. The palette's colours are those the
+ * header declares (biClrUsed, or 2^bits when 0) and stb loaded. The rows
+ * lie within the file (bmp_check saw to it). */
+static gimg_status bmp_index_check(const unsigned char *b, uint32_t offset, uint32_t header,
+                                   uint64_t width, uint64_t rows, uint64_t row_bytes,
+                                   unsigned bits)
+{
+    const int os2 = header == 12;
+    const uint64_t palette_start = os2 ? 14 + 24 : 14 + (uint64_t)header;
+    const uint64_t loaded = offset > palette_start ? (offset - palette_start) / (os2 ? 3 : 4) : 0;
+    const uint64_t used = os2 ? 0 : le32(b + 46);
+    uint64_t colours = used && used < (1u << bits) ? used : 1u << bits;
+    if (loaded < colours)
+        colours = loaded;
+    if (colours == 0)
+        return gimg_fail(GIMG_E_FORMAT, "corrupt BMP: no palette before the pixel data");
+    if (colours >= (1u << bits))
+        return GIMG_OK;                                  /* every index is valid */
+    for (uint64_t y = 0; y < rows; y++) {
+        const unsigned char *row = b + offset + y * row_bytes;
+        for (uint64_t x = 0; x < width; x++) {
+            const unsigned i = packed_index(row, x, bits);
+            if (i >= colours)
+                return gimg_fail(GIMG_E_FORMAT,
+                                 "corrupt BMP: pixel index %u past the palette's %u colours", i,
+                                 (unsigned)colours);
+        }
+    }
+    return GIMG_OK;
+}
+
 /* BMP: the header, the palette and the uncompressed pixel rows (BI_RGB,
- * BI_BITFIELDS) must all be there: stb reads what is missing as zeros. */
+ * BI_BITFIELDS) must all be there: stb reads what is missing as zeros; and
+ * a palette image's indices must name colours of its palette. */
 static gimg_status bmp_check(const unsigned char *b, size_t len)
 {
     if (len < 18)
@@ -222,8 +186,9 @@ static gimg_status bmp_check(const unsigned char *b, size_t len)
     const int64_t h = os2 ? (int64_t)le16(b + 20) : (int64_t)(int32_t)le32(b + 22);
     const unsigned bpp = le16(b + (os2 ? 24 : 28));
     const uint32_t compression = os2 ? 0 : le32(b + 30);
-    if ((compression != 0 && compression != 3) || w <= 0 || h == 0 || bpp == 0 || bpp > 32)
-        return GIMG_OK;
+    if ((compression != 0 && compression != 3) || w <= 0 || h == 0 || bpp == 0 || bpp > 32 ||
+        offset > INT32_MAX)
+        return GIMG_OK;                                  /* stb refuses these */
     if (bpp <= 8) {
         /* The palette: as many entries as the header says it uses (all of
          * them when it says 0), each 3 bytes (OS/2) or 4. */
@@ -236,103 +201,84 @@ static gimg_status bmp_check(const unsigned char *b, size_t len)
     const uint64_t rows = (uint64_t)(h < 0 ? -h : h);
     if (row > ((uint64_t)1 << 40) / rows || (uint64_t)offset + row * rows > len)
         return truncated_pixels("BMP");
+    if (bpp == 1 || bpp == 4 || bpp == 8)
+        return bmp_index_check(b, offset, header, (uint64_t)w, rows, row, bpp);
     return GIMG_OK;
 }
 
 /* TGA: the colour map and the pixels (raw, or run-length packets) must all
- * be there. */
+ * be there, and a colour-mapped image's indices must name entries of its
+ * map (stb would take entry 0 for the others).
+ *
+ * The colour map's "first entry index" (the number of the first entry the
+ * file stores, for maps stored in part) is read by stb as a number of
+ * bytes to skip before the map: it shifts both where stb reads the map and
+ * the pixels, and which entry an index names. A file whose first entry
+ * index moves the pixel data past its end is refused as truncated (stb
+ * would decode zeros); any other nonzero first entry index, which stb
+ * would decode into the wrong colours, as unsupported. */
 static gimg_status tga_check(const unsigned char *b, size_t len)
 {
     if (len < 18)
         return GIMG_OK;
     const unsigned type = b[2], w = le16(b + 12), h = le16(b + 14);
-    const unsigned pixel = (b[16] + 7u) / 8, map = b[1] ? le16(b + 5) * ((b[7] + 7u) / 8) : 0;
+    const int mapped = b[1] != 0;
+    const unsigned first = mapped ? le16(b + 3) : 0, entries = le16(b + 5);
+    const unsigned pixel = (b[16] + 7u) / 8, map = mapped ? entries * ((b[7] + 7u) / 8) : 0;
     const int rle = type >= 9 && type <= 11;
     if (!((type >= 1 && type <= 3) || rle) || pixel == 0)
         return GIMG_OK;
-    size_t p = 18 + (size_t)b[0] + map;
+    size_t p = 18 + (size_t)b[0] + first + map;
     uint64_t pixels = (uint64_t)w * h;
-    if (!rle)
-        return p + pixels * pixel > len ? truncated_pixels("TGA") : GIMG_OK;
-    while (pixels > 0) {
-        if (p >= len)
-            return truncated_pixels("TGA");
-        const unsigned head = b[p++], count = (head & 0x7F) + 1u;
-        const size_t bytes = head & 0x80 ? pixel : (size_t)count * pixel;
-        if (bytes > len - p)
-            return truncated_pixels("TGA");
-        p += bytes;
-        pixels = count >= pixels ? 0 : pixels - count;
+    if (!rle && p + pixels * pixel > len)
+        return first ? gimg_fail(GIMG_E_FORMAT,
+                                 "truncated TGA data (the colour map's first entry index, %u, "
+                                 "moves the pixel data past the end of the file)", first)
+                     : truncated_pixels("TGA");
+    /* Pixels from p on, each `pixel` bytes: raw ones in a row, or packets
+     * of a count byte then one pixel repeated or count pixels. */
+    uint64_t left = pixels;
+    while (left > 0) {
+        size_t run = 1;
+        int repeated = 0;
+        if (rle) {
+            if (p >= len)
+                break;
+            const unsigned head = b[p++];
+            run = (head & 0x7F) + 1u;
+            repeated = head & 0x80;
+            if ((repeated ? pixel : run * pixel) > len - p)
+                break;
+        } else {
+            run = (size_t)left;
+        }
+        for (size_t k = 0; mapped && k < (repeated ? 1 : run) && k < left; k++) {
+            const size_t at = p + k * pixel;
+            const unsigned i = pixel == 1 ? b[at] : le16(b + at);
+            if (i >= entries)
+                return gimg_fail(GIMG_E_FORMAT,
+                                 "corrupt TGA: pixel index %u past the colour map's %u entries",
+                                 i, entries);
+        }
+        p += repeated ? pixel : run * pixel;
+        left = run >= left ? 0 : left - run;
     }
-    return GIMG_OK;
-}
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static int is_letter(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-}
-
-/* PNG: stb reads a chunk that runs past the end of the file as zeros and
- * never checks a CRC. Walks the chunks up to IEND: each must be complete
- * and properly named, and the CRC of every critical chunk (first letter
- * upper-case: IHDR, PLTE, IDAT, IEND) and of tRNS, the one ancillary chunk
- * that changes pixels, must match, as libpng requires by default (IDAT's,
- * the bulk of the file, only with check_idat_crc). Other ancillary chunks (text, colour profiles, times) are
- * ignored by the decoder, so their CRCs are not checked, as libpng only
- * warns about them. Data after IEND is ignored, as by libpng. */
-gimg_status gimg_png_precheck(const unsigned char *b, size_t len, int check_idat_crc,
-                              int *channels)
-{
-    if (len < 8 || memcmp(b, "\x89PNG\r\n\x1a\n", 8) != 0)
-        return gimg_fail(GIMG_E_FORMAT, "not a PNG file");
-    int color = -1, trns = 0, idat = 0;
-    for (size_t p = 8;;) {
-        if (len - p < 12)
-            return gimg_fail(GIMG_E_FORMAT, "truncated PNG file (%s)",
-                             p == len ? "no IEND chunk" : "a chunk is cut short");
-        const uint32_t n = be32(b + p);
-        const unsigned char *type = b + p + 4;
-        if (!is_letter(type[0]) || !is_letter(type[1]) || !is_letter(type[2]) ||
-            !is_letter(type[3]))
-            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: invalid chunk type at byte %zu", p);
-        if (n > 0x7fffffffu)
-            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: %.4s chunk of %u bytes", type, n);
-        if (len - p - 12 < n)
-            return gimg_fail(GIMG_E_FORMAT, "truncated PNG file (the %.4s chunk is cut short)",
-                             type);
-        const int critical = type[0] <= 'Z', is_idat = memcmp(type, "IDAT", 4) == 0;
-        if ((critical || memcmp(type, "tRNS", 4) == 0) && (check_idat_crc || !is_idat) &&
-            libdeflate_crc32(0, type, (size_t)n + 4) != be32(b + p + 8 + n))
-            return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: CRC mismatch in the %.4s chunk",
-                             type);
-        if (memcmp(type, "IHDR", 4) == 0 && n >= 13)
-            color = b[p + 17];
-        else if (memcmp(type, "tRNS", 4) == 0 && !idat)
-            trns = 1;
-        else if (is_idat)
-            idat = 1;
-        else if (memcmp(type, "IEND", 4) == 0)
-            break;
-        p += 12 + (size_t)n;
-    }
-    /* What stb decodes to: tRNS adds alpha to gray, RGB and palette images. */
-    if (channels)
-        *channels = color == 0 ? 1 + trns : color == 2 || color == 3 ? 3 + trns
-                  : color == 4 ? 2 : 4;
+    if (left > 0)
+        return first ? gimg_fail(GIMG_E_FORMAT,
+                                 "truncated TGA data (the colour map's first entry index, %u, "
+                                 "moves the pixel data past the end of the file)", first)
+                     : truncated_pixels("TGA");
+    if (first)
+        return gimg_fail(GIMG_E_FORMAT,
+                         "unsupported TGA: a colour map that starts at entry %u (stb_image "
+                         "misreads it)", first);
     return GIMG_OK;
 }
 
 gimg_status gimg_precheck(gimg_format f, const unsigned char *buf, size_t len)
 {
     switch (f) {
-    case GIMG_FMT_PNG: return gimg_png_precheck(buf, len, 1, NULL);
     case GIMG_FMT_HDR: return gimg_hdr_validate(buf, len);
-    case GIMG_FMT_JPEG: return jpeg_check(buf, len);
     case GIMG_FMT_BMP: return bmp_check(buf, len);
     case GIMG_FMT_TGA: return tga_check(buf, len);
     default: return GIMG_OK;
