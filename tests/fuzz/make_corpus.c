@@ -482,6 +482,30 @@ static void bmp_claiming(const char *name, int32_t w, int32_t h)
     free(b.p);
 }
 
+/* A TIFF of one strip of 8-bit gray claiming these sizes and offsets
+ * (next: the next IFD's offset; 8 points back at this one, a loop). */
+static void tiff_claiming(const char *name, uint32_t w, uint32_t h, uint32_t offset,
+                          uint32_t count, uint32_t next)
+{
+    static const uint16_t tags[9] = { 256, 257, 258, 259, 262, 273, 277, 278, 279 };
+    const uint32_t values[9] = { w, h, 8, 1, 1, offset, 1, 1, count };
+    buf b = { 0 };
+    add(&b, "II*\0", 4);
+    add_le32(&b, 8);
+    add_le16(&b, 9);
+    for (int i = 0; i < 9; i++) {
+        add_le16(&b, tags[i]);
+        add_le16(&b, tags[i] <= 257 || tags[i] == 273 || tags[i] >= 278 ? 4 : 3);
+        add_le32(&b, 1);
+        add_le32(&b, values[i]);   /* a SHORT sits in the low half */
+    }
+    add_le32(&b, next);
+    while (b.len < 256)
+        add_u8(&b, 0);
+    put_hostile(name, b.p, b.len);
+    free(b.p);
+}
+
 static void hostile_files(void)
 {
     png_claiming("huge-png-60000x60000", 60000, 60000);
@@ -514,6 +538,11 @@ static void hostile_files(void)
     hostile_text("zero-pam-width", "P7\nWIDTH 0\nHEIGHT 2\nDEPTH 1\nMAXVAL 255\nENDHDR\n\1\2");
     hostile_text("zero-pfm-0x1", "Pf\n0 1\n-1.0\n\0\0\0\0");
     hostile_text("negative-ppm-width", "P6\n-3 2\n255\n\1\2\3\4\5\6");
+    tiff_claiming("huge-tiff-1000000x1000000", 1000000, 1000000, 200, 64, 0);
+    tiff_claiming("zero-tiff-width", 0, 10, 200, 10, 0);
+    tiff_claiming("zero-tiff-height", 10, 0, 200, 10, 0);
+    tiff_claiming("bad-tiff-strip-past-end", 16, 16, 100000, 256, 0);
+    tiff_claiming("bad-tiff-ifd-loop", 4, 2, 200, 8, 8);
 }
 
 /* ------------------------------------------------ WebP and GIF seeds */
@@ -622,7 +651,7 @@ static void webp_files(void)
     b.len = 0;
     webp_head(&b, 16383, 16383, 0);
     webp_seal(&b);
-    put_hostile("truncated-webp-vp8x-16383x16383", b.p, b.len);
+    put_hostile("bad-webp-vp8x-16383x16383-no-data", b.p, b.len);
     free(b.p);
 }
 
