@@ -307,6 +307,54 @@ why=""
 [ -z "$why" ] && { why=$(same after.pam want-inplace.pam) || true; }
 result options-after-operands "$why"
 
+# ------------------------------------------------ lossy writes, pages
+
+# What an output format cannot hold is named in one warning a run, however
+# many images lose it; -q silences it; a lossless write warns of nothing.
+"$GEN" --seed 31 9 7 4 16 w1.pam
+"$GEN" --seed 32 5 3 4 16 w2.pam
+why=""
+"$GT" -o 'w-%f.jpg' w1.pam w2.pam 2>err.txt || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && [ "$(grep -c 'warning' err.txt)" -ne 1 ] && why="$(grep -c warning err.txt) warnings"
+[ -z "$why" ] && { grep -q '^gtranspose: warning: JPEG output: alpha dropped, 16-bit samples narrowed to 8-bit' err.txt ||
+    why="message: $(cat err.txt)"; }
+result warn-lossy-once "$why"
+why=""
+"$GT" -q w1.pam w-quiet.jpg 2>err.txt || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && [ -s err.txt ] && why="-q printed: $(cat err.txt)"
+result warn-lossy-quiet "$why"
+why=""
+"$GT" w1.pam w-keep.png 2>err.txt && "$GT" w1.pam w-keep.tif 2>>err.txt || why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && [ -s err.txt ] && why="a lossless write warned: $(cat err.txt)"
+result warn-none-when-lossless "$why"
+
+# FILE[N] names image N of a multi-image file; single-image formats have
+# only image 0; a file really named with brackets is that file.
+"$GEN" --seed 33 6 4 3 8 p0.pam
+"$GEN" --seed 34 6 4 3 8 p1.pam
+"$GT" --op flip p0.pam pages0.tif && "$GT" --op flip p1.pam pages1.tif
+why=""
+if command -v tiffcp >/dev/null; then
+    tiffcp pages0.tif pages1.tif pages.tif
+    "$GT" --op flip 'pages.tif[1]' page1.pam 2>err.txt || why="failed: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { why=$(same page1.pam p1.pam) || true; }
+    [ -z "$why" ] && { "$GT" -v 'pages.tif' page0.pam 2>err.txt; grep -q 'image 1 of 2' err.txt ||
+        why="-v does not count the pages: $(cat err.txt)"; }
+    result page-of-tiff "$why"
+    expect_fail page-past-the-last 1 "" -- "$GT" 'pages.tif[2]' -
+    grep -q '2 pages' stderr.txt || fail page-past-the-last-message "got: $(cat stderr.txt)"
+else
+    skip page-of-tiff "tiffcp is not installed"
+fi
+expect_fail page-of-single-image 1 "" -- "$GT" 'p0.pam[1]' -
+grep -q 'one image' stderr.txt || fail page-of-single-image-message "got: $(cat stderr.txt)"
+cp p1.pam 'odd[0]'
+why=""
+"$GT" --op flip 'odd[0]' odd-out.pam 2>err.txt && "$GT" --op flip odd-out.pam odd-back.pam ||
+    why="failed: $(head -c 200 err.txt)"
+[ -z "$why" ] && { why=$(same odd-back.pam p1.pam) || true; }
+result page-brackets-in-a-name "$why"
+
 # ------------------------------------------------------------------ errors
 
 mkdir -p e
