@@ -930,6 +930,26 @@ static size_t check_chunks(const unsigned char *buf, size_t len, int *crc_ok)
     return len;
 }
 
+/* The bytes of image data (the IDAT chunks' payloads) in the file, a cut
+ * last chunk's included (its truncation is reported as such later). */
+static uint64_t idat_bytes(const unsigned char *buf, size_t len)
+{
+    uint64_t sum = 0;
+    for (size_t p = 8; p < len && len - p >= 8;) {
+        const uint32_t n = gimg_be32(buf + p);
+        const size_t here = len - p - 8 < n ? len - p - 8 : n;
+        if (memcmp(buf + p + 4, "IDAT", 4) == 0)
+            sum += here;
+        if (here < n || len - p - 8 - here < 4)
+            break;
+        p += 12 + (size_t)n;
+    }
+    return sum;
+}
+
+/* Deflate's best case: a length-258 match in 2 bits, 1032 bytes a byte. */
+#define DEFLATE_MAX_RATIO 1032
+
 static gimg_status crc_failure(const unsigned char *buf, size_t len)
 {
     int crc_ok;
@@ -1244,6 +1264,16 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
     }
     if (stored > total) {   /* never: a stored sample is never wider than ours */
         st = gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: unexpected layout");
+        goto done;
+    }
+    /* A tiny file claiming a huge image (with --max-pixels raised) is
+     * refused before its pixels are allocated: its image data could not
+     * inflate to them. */
+    const uint64_t idat = idat_bytes(buf, len);
+    if ((uint64_t)stored / DEFLATE_MAX_RATIO > idat + 1) {
+        st = gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: the image data (IDAT) ends before the "
+                                      "last row: %llu bytes cannot hold a %ux%u image",
+                       (unsigned long long)idat, h.ihdr.width, h.ihdr.height);
         goto done;
     }
     if ((st = gimg_image_alloc(out, (int)h.ihdr.width, (int)h.ihdr.height, h.channels,
