@@ -83,6 +83,10 @@ if [ -x "$BIN/gtranspose" ]; then
     # The same image in other formats, chosen by extension.
     "$BIN/gtranspose" --op flip "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-flip.jpg"
     "$BIN/gtranspose" --op flip "$OUT/noise-rgb.ppm" "$OUT/noise-rgb-flip.bmp"
+    "$BIN/gtranspose" --op flip "$OUT/gradient-gray16.png" "$OUT/gradient-gray16-flip.tif"
+    "$BIN/gtranspose" --op flip --lossless "$OUT/gradient-rgba.png" "$OUT/gradient-rgba-flip.webp"
+    "$BIN/gtranspose" --op flip --quality 75 --jpeg-subsampling 420 --progressive \
+        "$OUT/gradient-rgb.png" "$OUT/gradient-rgb-flip-progressive.jpg"
     say "gtranspose: every op on the three samples; what -v reports:"
     "$BIN/gtranspose" -v --op rot90 "$OUT/gradient-rgb.png" "$OUT/gradient-rgb-rot90.png"
     ran=$((ran + 1))
