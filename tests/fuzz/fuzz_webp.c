@@ -1,60 +1,24 @@
 /*
- * fuzz_webp — the WebP codec's row (lib/codec_webp.c) called directly on
- * the fuzzer's bytes, so that inputs whose RIFF magic a mutation broke
- * still reach libwebp: probe and decode of page 0, and of page 1 when the
- * probe counts more than one frame (an animation, composited by
- * WebPAnimDecoder).
- *
- * Checked: a failure says why and leaves no image; a decoded image agrees
- * with the probe of the same page (size, channels, 8-bit), is within the
- * limits, and every one of its bytes can be read (ASan); a small decoded
- * image survives our lossless WebP encoder and decoder bit for bit (exact
- * mode keeps even the colour under transparent pixels; an RGBA image that
- * is all opaque comes back as RGB, as WebP stores it).
+ * fuzz_webp — the WebP codec (lib/codec_webp.c: libwebp, and WebPDemux and
+ * WebPAnimDecoder for animations), through fuzz_codec.h's checks, on page 0
+ * and, when the probe counts more frames, page 1: a decoded image is 8-bit
+ * RGB or RGBA, and survives our lossless encoder and decoder bit for bit
+ * (exact mode keeps even the colour under transparent pixels; an RGBA
+ * image that is all opaque comes back as RGB, as WebP stores it).
  */
-#include "codec.h"
-#include "fuzz.h"
+#include "fuzz_codec.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+static void lossless_round_trip(const gimg_image *im)
 {
-    (void)argc;
-    (void)argv;
-    gimg_set_max_pixels(FUZZ_MAX_PIXELS);
-    return 0;
-}
-
-static unsigned touch(const gimg_image *im)
-{
-    unsigned sum = 0;
-    size_t row = (size_t)im->width * gimg_pixel_bytes(im);
-    for (int y = 0; y < im->height; y++) {
-        const unsigned char *p = gimg_row(im, y);
-        for (size_t i = 0; i < row; i++)
-            sum += p[i];
-    }
-    return sum;
-}
-
-static void round_trip(const gimg_image *im)
-{
-    if ((uint64_t)im->width * (uint64_t)im->height > 4096)
-        return;
     gimg_write_opts o;
     gimg_write_opts_init(&o);
     o.webp_lossless = 1;
-    unsigned char *buf;
-    size_t len;
-    gimg_status st = gimg_codec_webp.encode(im, &o, &buf, &len);
-    FUZZ_CHECK(st == GIMG_OK, "encoding a decoded image: %s", gimg_last_error());
-    gimg_image back;
-    gimg_read_opts first = {0};
-    st = gimg_codec_webp.decode(buf, len, &first, &back);
-    FUZZ_CHECK(st == GIMG_OK, "decoding our own WebP: %s", gimg_last_error());
-    /* WebP marks alpha only when some pixel is not opaque: an RGBA image
-     * whose alpha is all 255 comes back as RGB, with the same colours. */
+    gimg_image back = fuzz_round_trip(&gimg_codec_webp, im, &o, 0);
+    if (!back.data)
+        return;
+    /* WebP marks alpha only when some pixel is not opaque. */
     const int dropped_alpha = im->channels == 4 && back.channels == 3;
-    FUZZ_CHECK(back.width == im->width && back.height == im->height &&
-                   (back.channels == im->channels || dropped_alpha) && back.sample == im->sample,
+    FUZZ_CHECK(back.channels == im->channels || dropped_alpha,
                "round trip changed the layout: c%d to c%d", im->channels, back.channels);
     for (int y = 0; y < im->height; y++) {
         const unsigned char *a = gimg_row(im, y), *b = gimg_row(&back, y);
@@ -68,48 +32,19 @@ static void round_trip(const gimg_image *im)
                        "round trip dropped a non-opaque alpha or changed a colour at %d,%d", x, y);
     }
     gimg_image_free(&back);
-    free(buf);
 }
 
-/* Probe and decode of one page; returns the probe's page count (0 if it
- * failed). */
 static int one_page(const uint8_t *data, size_t size, int page)
 {
-    gimg_read_opts o = {page};
-    gimg_info info;
-    memset(&info, 0, sizeof info);
-    fuzz_clear_error();
-    gimg_status probe = gimg_codec_webp.probe(data, size, &o, &info);
-    fuzz_check_failure(probe, "probe");
-    FUZZ_CHECK(probe != GIMG_E_USAGE && probe != GIMG_E_DEVICE, "probe status %d", (int)probe);
-
     gimg_image im;
-    memset(&im, 0x5A, sizeof im);
-    fuzz_clear_error();
-    gimg_status st = gimg_codec_webp.decode(data, size, &o, &im);
-    fuzz_check_failure(st, "decode");
-    FUZZ_CHECK(st != GIMG_E_USAGE && st != GIMG_E_DEVICE, "decode status %d: %s", (int)st,
-               gimg_last_error());
-    if (st != GIMG_OK) {
-        FUZZ_CHECK(im.data == NULL && im.width == 0, "a failed decode left an image");
-        return probe == GIMG_OK ? info.pages : 0;
-    }
-    FUZZ_CHECK(probe == GIMG_OK, "decoded what the probe refused: %s", gimg_last_error());
-    FUZZ_CHECK(im.width == info.width && im.height == info.height &&
-                   im.channels == info.channels && im.sample == info.sample &&
-                   im.sample == GIMG_U8 && (im.channels == 3 || im.channels == 4),
-               "page %d: decoded %dx%d c%d s%d, probe said %dx%d c%d s%d", page, im.width,
-               im.height, im.channels, (int)im.sample, info.width, info.height, info.channels,
-               (int)info.sample);
-    FUZZ_CHECK(info.pages > page, "decoded page %d of %d", page, info.pages);
-    FUZZ_CHECK(gimg_check_size(im.width, im.height, im.channels, im.sample, NULL, NULL) ==
-                   GIMG_OK, "decoded image over the limits: %s", gimg_last_error());
-    FUZZ_CHECK(im.stride_bytes >= (size_t)im.width * gimg_pixel_bytes(&im), "short stride");
-    volatile unsigned sum = touch(&im);
-    (void)sum;
-    round_trip(&im);
+    int pages = fuzz_codec_page(&gimg_codec_webp, data, size, page, &im);
+    if (!im.data)
+        return pages;
+    FUZZ_CHECK(im.sample == GIMG_U8 && (im.channels == 3 || im.channels == 4),
+               "decoded c%d s%d", im.channels, (int)im.sample);
+    lossless_round_trip(&im);
     gimg_image_free(&im);
-    return info.pages;
+    return pages;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
