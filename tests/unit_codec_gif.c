@@ -20,6 +20,7 @@
  *  - Several threads decoding at once each get the right image.
  */
 #include "check.h"
+#include "testfile.h"
 #include "codec.h"
 #include "testimg.h"
 
@@ -33,30 +34,6 @@
 static char g_dir[] = "/tmp/gimg-unit-gif-XXXXXX";
 
 /* ------------------------------------------------------------ helpers */
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int contains(const char *haystack, const char *needle)
-{
-    return strstr(haystack, needle) != NULL;
-}
-
-static int same_pixels(const gimg_image *a, const gimg_image *b)
-{
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels ||
-        a->sample != b->sample)
-        return 0;
-    size_t row = (size_t)a->width * gimg_pixel_bytes(a);
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(gimg_row(a, y), gimg_row(b, y), row) != 0)
-            return 0;
-    return 1;
-}
 
 /* Where two images differ first, for messages. */
 static const char *first_difference(const gimg_image *a, const gimg_image *b)
@@ -77,13 +54,6 @@ static const char *first_difference(const gimg_image *a, const gimg_image *b)
     return "no difference";
 }
 
-static int have_program(const char *name)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-    return system(cmd) == 0;
-}
-
 static char *scratch(const char *name)
 {
     static char path[4][512];
@@ -91,33 +61,6 @@ static char *scratch(const char *name)
     char *p = path[next++ % 4];
     snprintf(p, sizeof path[0], "%s/%s", g_dir, name);
     return p;
-}
-
-static int write_file(const char *path, const unsigned char *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(buf, 1, len, f) == len;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    return ok;
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
 }
 
 typedef struct {

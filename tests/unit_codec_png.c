@@ -19,6 +19,7 @@
 #include "codec.h"
 #include "testimg.h"
 #include "check.h"
+#include "testfile.h"
 
 #include <libdeflate.h>
 #include <pthread.h>
@@ -429,22 +430,6 @@ static void test_round_trip(void)
 
 /* ------------------------------------------------- ImageMagick's view */
 
-/* Runs a shell command quietly; its exit status. */
-static int run(const char *cmd)
-{
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int write_file(const char *path, const unsigned char *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return 0;
-    int ok = fwrite(buf, 1, len, f) == len;
-    return fclose(f) == 0 && ok;
-}
-
 /* Compares ours with ImageMagick's decoding (a PAM, read with gimg), which
  * may add colour channels to a gray image (R = G = B then) but must agree
  * on everything else. */
@@ -845,12 +830,6 @@ static unsigned char *zero_bomb(uint32_t runs, size_t *len)
     put_be32(&w.b, (uint32_t)((n % 65521) << 16 | 1));   /* Adler-32 of n zeros */
     *len = w.b.len;
     return w.b.p;
-}
-
-static int under_valgrind(void)
-{
-    const char *pre = getenv("LD_PRELOAD");
-    return pre && strstr(pre, "vgpreload");
 }
 
 /* Decodes buf in a child process; stores the status, how much the child's

@@ -19,6 +19,7 @@
  *    and message.
  */
 #include "check.h"
+#include "testfile.h"
 #include "codec.h"
 #include "testimg.h"
 
@@ -31,44 +32,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------ helpers */
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int same_pixels(const gimg_image *a, const gimg_image *b)
-{
-    if (a->width != b->width || a->height != b->height || a->channels != b->channels ||
-        a->sample != b->sample)
-        return 0;
-    size_t row = (size_t)a->width * gimg_pixel_bytes(a);
-    for (int y = 0; y < a->height; y++)
-        if (memcmp(gimg_row(a, y), gimg_row(b, y), row) != 0)
-            return 0;
-    return 1;
-}
-
-/* The whole of a file into memory (malloc'd). */
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc(n > 0 ? (size_t)n : 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
 
 static char tmp_path[64];
 
