@@ -82,7 +82,7 @@ static inline int fuzz_codec_page(const gimg_codec *row, const uint8_t *data, si
     return info.pages;
 }
 
-/* Encodes a small im with row and o, decodes it again: the same size and
+/* Encodes a small im with row and o (NULL: the defaults), decodes it again: the same size and
  * depth, and, when exact, the same channels and samples. Returns the image
  * read back (the caller frees it), for a format's own further checks. */
 static inline gimg_image fuzz_round_trip(const gimg_codec *row, const gimg_image *im,
@@ -92,6 +92,11 @@ static inline gimg_image fuzz_round_trip(const gimg_codec *row, const gimg_image
     memset(&back, 0, sizeof back);
     if ((uint64_t)im->width * (uint64_t)im->height > 4096)
         return back;
+    gimg_write_opts defaults;
+    if (!o) {   /* rows take options always (write.c passes them) */
+        gimg_write_opts_init(&defaults);
+        o = &defaults;
+    }
     unsigned char *buf;
     size_t len;
     gimg_status st = row->encode(im, o, &buf, &len);
