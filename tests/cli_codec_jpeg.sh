@@ -2,7 +2,10 @@
 # tests/cli_codec_jpeg.sh — the JPEG codec (lib/codec_jpeg.c) through
 # gtranspose: decoding equal to djpeg's, encoding equal to cjpeg -optimize
 # with the same settings, the JPEG options (--quality, --jpeg-subsampling,
-# --progressive), CMYK against ImageMagick, and crafted files, made here,
+# --progressive), large images written by stripes on several threads (the
+# same bytes at any OMP_NUM_THREADS, those of cjpeg -optimize -restart N,
+# read by djpeg -strict and ImageMagick), CMYK against ImageMagick, and
+# crafted files, made here,
 # that must be refused: exit 1, "gtranspose: FILE: reason", no output, in
 # under a second of CPU (not checked with GIMG_TEST_SLOW=1, as under
 # valgrind). Tests that need djpeg, cjpeg or ImageMagick skip without them.
@@ -145,6 +148,99 @@ why=""
 [ -z "$why" ] && { [ "$(marker_facts rgba.jpg)" = "SOF0 3 1x1" ] ||
     why="written as '$(marker_facts rgba.jpg)'"; }
 result encode-alpha-dropped-warned "$why"
+
+# ------------------------------------------------- stripes and two passes
+
+# Sources made of src.ppm tiled: 388x244 (two passes, no restart markers)
+# and 1067x1037 (1.1 megapixels: stripes on several threads, a restart
+# interval of the fewest MCU rows that hold 512 MCUs; lib/codec_jpeg.c).
+python3 - <<'PYEOF' || fail setup "python3 could not tile the source"
+def load(path):
+    data = open(path, "rb").read()
+    fields, at = [], 0
+    while len(fields) < 4:
+        while data[at:at + 1].isspace():
+            at += 1
+        start = at
+        while not data[at:at + 1].isspace():
+            at += 1
+        fields.append(data[start:at])
+    return int(fields[1]), int(fields[2]), data[at + 1:]
+w, h, px = load("src.ppm")
+rows = [px[y * w * 3:(y + 1) * w * 3] for y in range(h)]
+for name, across, down in (("mid.ppm", 4, 4), ("big.ppm", 11, 17)):
+    out = b"".join(rows[y % h] * across for y in range(h * down))
+    open(name, "wb").write(b"P6\n%d %d\n255\n" % (w * across, h * down) + out)
+PYEOF
+# gtranspose writes flips: the sources flipped first.
+for f in mid big; do "$PROG" --op flip $f.ppm $f-flip.ppm || fail setup "flip $f"; done
+
+# restart_rows W MCU_WIDTH: the codec's restart interval in MCU rows.
+restart_rows() { echo $(( (512 + ($1 + $2 - 1) / $2 - 1) / (($1 + $2 - 1) / $2) )); }
+
+# The same bytes whatever the number of threads; with cjpeg, the same as
+# cjpeg -optimize -restart N, and pixels equal to cjpeg -optimize's file
+# without restart markers (djpeg -strict reading ours).
+threads="1 2 3 8"
+[ -n "${GIMG_TEST_SLOW:-}" ] && threads="1 2"
+for args in "--quality 90:-quality 90 -sample 1x1:8" "--quality 85:-quality 85 -sample 2x2:16" \
+    "--quality 92 --jpeg-subsampling 422:-quality 92 -sample 2x1:16"; do
+    IFS=: read -r ours theirs mcu_width <<<"$args"
+    name=stripes-$(echo "$ours" | tr -d ' -' | tr -c 'a-z0-9\n' '-')
+    why=""
+    for t in $threads; do
+        OMP_NUM_THREADS=$t "$PROG" --op flip $ours big-flip.ppm big-$t.jpg 2>stderr.txt ||
+            { why="$t threads: exit status $? ($(head -c 200 stderr.txt))"; break; }
+        cmp -s big-1.jpg big-$t.jpg || { why="$t threads: not the bytes of 1 thread"; break; }
+    done
+    result "$name-same-bytes-any-threads" "$why"
+    if have cjpeg && have djpeg; then
+        why=""
+        n=$(restart_rows 1067 "$mcu_width")
+        cjpeg -optimize $theirs -restart "$n" big.ppm >ref-restart.jpg &&
+            cjpeg -optimize $theirs big.ppm >ref-plain.jpg || why="cjpeg failed"
+        [ -z "$why" ] && { cmp -s big-1.jpg ref-restart.jpg ||
+            why="not the bytes of cjpeg -optimize $theirs -restart $n"; }
+        [ -z "$why" ] && {
+            djpeg -strict -pnm big-2.jpg >ours.ppm && djpeg -pnm ref-plain.jpg >ref.ppm ||
+                why="djpeg -strict refused ours"
+        }
+        [ -z "$why" ] && { why=$(same ours.ppm ref.ppm) || why=${why:-differ}; }
+        [ -z "$why" ] && {
+            a=$(wc -c <big-1.jpg) b=$(wc -c <ref-plain.jpg)
+            [ $((a * 1000)) -le $((b * 1005)) ] || why="$a bytes, over 0.5% more than $b"
+        }
+        result "$name-equals-cjpeg-restart" "$why"
+    else
+        skip "$name-equals-cjpeg-restart" "cjpeg or djpeg is not installed"
+    fi
+done
+if [ -x /usr/bin/identify ]; then
+    why=""
+    /usr/bin/identify -regard-warnings -verbose big-2.jpg >identify.txt 2>&1 ||
+        why="ImageMagick: $(grep -i -m1 'warn\|error\|corrupt' identify.txt)"
+    result stripes-imagemagick-reads "$why"
+else
+    skip stripes-imagemagick-reads "ImageMagick's /usr/bin/identify is not installed"
+fi
+
+# Below the stripes' threshold: no restart markers, the bytes of
+# cjpeg -optimize (the codec's two passes; progressive: libjpeg's own).
+if have cjpeg; then
+    why=""
+    for args in "--quality 90:-quality 90 -sample 1x1" "--quality 80:-quality 80 -sample 2x2" \
+        "--jpeg-subsampling 422:-quality 90 -sample 2x1" \
+        "--progressive:-quality 90 -sample 1x1 -progressive"; do
+        IFS=: read -r ours theirs <<<"$args"
+        OMP_NUM_THREADS=2 "$PROG" --op flip $ours mid-flip.ppm mid.jpg 2>stderr.txt ||
+            { why="$ours: exit status $?"; break; }
+        cjpeg -optimize $theirs mid.ppm >ref.jpg || { why="cjpeg $theirs failed"; break; }
+        cmp -s mid.jpg ref.jpg || { why="$ours: not the bytes of cjpeg -optimize $theirs"; break; }
+    done
+    result two-passes-equal-cjpeg-optimize "$why"
+else
+    skip two-passes-equal-cjpeg-optimize "cjpeg is not installed"
+fi
 
 # ------------------------------------------------------------------- CMYK
 

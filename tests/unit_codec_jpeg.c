@@ -4,9 +4,15 @@
  * equal to cjpeg's with the same settings byte for byte, CMYK and YCCK
  * against the documented formula and ImageMagick, crafted and hostile
  * files (each made here) refused quickly with a message, the scan limit at
- * its edge, the warning rule, threads. Tests that need a peer tool (djpeg,
- * cjpeg, ImageMagick's convert) print SKIP without it. GIMG_TEST_SLOW=1
- * (valgrind) skips the CPU-time checks.
+ * its edge, the warning rule, threads. Large images, written by stripes
+ * on several OpenMP threads: the bytes of libjpeg's optimising encoder
+ * with restart markers at any thread count, the pixels of its file
+ * without, read by djpeg -strict and ImageMagick; every allocation of an
+ * encode failed in turn. Tests that need a peer tool (djpeg, cjpeg,
+ * ImageMagick's convert) print SKIP without it. GIMG_TEST_SLOW=1
+ * (valgrind) skips the CPU-time checks and does less of the large work;
+ * valgrind reaches the failed allocations with
+ * --soname-synonyms=somalloc=nouserintercepts (see "allocation faults").
  */
 #include "check.h"
 #include "codec.h"
@@ -15,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -97,23 +104,40 @@ static int timing_checked(void)
 }
 
 /* A photo-like image: smooth shading, hard edges and a little grain, so
- * that every part of the codec (DC, AC, chroma) has work to do. */
+ * that every part of the codec (DC, AC, chroma) has work to do. (The
+ * shading is separable: its factors are computed once per column and
+ * row, which keeps megapixel images quick to make under valgrind.) */
 static int photo_image(gimg_image *im, int w, int h, int c, uint64_t seed)
 {
     if (gimg_image_alloc(im, w, h, c, GIMG_U8) != GIMG_OK)
         return 0;
+    double *across = malloc(sizeof(double) * (size_t)w * (size_t)c);
+    double *down = malloc(sizeof(double) * (size_t)c);
+    if (!across || !down) {
+        free(across);
+        free(down);
+        gimg_image_free(im);
+        return 0;
+    }
+    for (int x = 0; x < w; x++)
+        for (int k = 0; k < c; k++)
+            across[(size_t)x * c + k] = sin(0.045 * x + 1.3 * k);
     uint64_t state = seed;
     for (int y = 0; y < h; y++) {
         unsigned char *row = gimg_row(im, y);
+        for (int k = 0; k < c; k++)
+            down[k] = cos(0.031 * y - 0.5 * k);
         for (int x = 0; x < w; x++)
             for (int k = 0; k < c; k++) {
-                double v = 128 + 70 * sin(0.045 * x + 1.3 * k) * cos(0.031 * y - 0.5 * k);
+                double v = 128 + 70 * across[(size_t)x * c + k] * down[k];
                 if ((x / 13 + y / 11 + k) % 5 == 0)
                     v += 60;  /* edges */
                 v += (double)(testimg_next(&state) % 17) - 8.0;
                 row[(size_t)x * c + k] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
     }
+    free(across);
+    free(down);
     return 1;
 }
 
@@ -1306,6 +1330,587 @@ static void test_threads(void)
     gimg_image_free(&src);
 }
 
+/* ------------------------------------- stripes on several threads */
+
+/* The codec's documented rules (lib/codec_jpeg.c): sequential images of
+ * JPEG_TWO_PASS_MIN_PIXELS or more are counted and coded by the codec's
+ * own two passes; of JPEG_STRIPE_MIN_PIXELS or more, by stripes, with a
+ * restart interval of the fewest MCU rows that hold
+ * JPEG_RESTART_MIN_MCUS MCUs. */
+#define TWO_PASS_MIN_PIXELS 10000
+#define STRIPE_MIN_PIXELS 1000000
+#define RESTART_MIN_MCUS 512
+
+static int under_valgrind(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    return (preload && strstr(preload, "vgpreload")) || !timing_checked();
+}
+
+/* libjpeg's own optimising encoder (optimize_coding), sampling h x v for
+ * the first component of a colour image, with a restart marker every
+ * `restart_rows` MCU rows (0: none): what cjpeg -optimize [-restart N]
+ * writes. */
+static bytes libjpeg_optimised(const gimg_image *im, int q, int h, int v, int restart_rows)
+{
+    bytes out = {0};
+    struct jpeg_compress_struct c;
+    test_error e;
+    unsigned char *mem = NULL;
+    unsigned long size = 0;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = test_error_exit;
+    if (setjmp(e.jump)) {
+        jpeg_destroy_compress(&c);
+        free(mem);
+        return out;
+    }
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &size);
+    c.image_width = (JDIMENSION)im->width;
+    c.image_height = (JDIMENSION)im->height;
+    c.input_components = im->channels;
+    c.in_color_space = im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, q, TRUE);
+    if (im->channels == 3) {
+        c.comp_info[0].h_samp_factor = h;
+        c.comp_info[0].v_samp_factor = v;
+    }
+    c.optimize_coding = TRUE;
+    c.restart_in_rows = restart_rows;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = gimg_row(im, (int)c.next_scanline);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    put(&out, mem, size);
+    free(mem);
+    return out;
+}
+
+/* The restart structure of a JPEG, read from its bytes: the DRI interval
+ * (0 without one) and the RSTn markers in the scan data, which must run
+ * RST0..RST7 in turn (1 if they do and the data ends with EOI). */
+static int read_restarts(const unsigned char *b, size_t len, unsigned *interval, long *markers)
+{
+    *interval = 0;
+    *markers = 0;
+    size_t at = 2;
+    for (;;) {
+        if (at + 4 > len || b[at] != 0xFF)
+            return 0;
+        const unsigned marker = b[at + 1];
+        const size_t seg = (size_t)b[at + 2] << 8 | b[at + 3];
+        if (marker == 0xDD && seg == 4)
+            *interval = (unsigned)b[at + 4] << 8 | b[at + 5];
+        at += 2 + seg;
+        if (marker == 0xDA)
+            break;
+    }
+    for (; at + 1 < len; at++) {
+        if (b[at] != 0xFF)
+            continue;
+        const unsigned next = b[at + 1];
+        if (next == 0xD9)
+            return at + 2 == len;
+        if (next >= 0xD0 && next <= 0xD7) {
+            if ((long)(next - 0xD0) != *markers % 8)
+                return 0;
+            ++*markers;
+        } else if (next != 0x00) {
+            return 0;  /* no other marker inside a scan */
+        }
+        at++;
+    }
+    return 0;
+}
+
+typedef struct {
+    int w, h, channels, quality;
+    gimg_subsampling sub;
+    int h0, v0;  /* the first component's sampling, as cjpeg's -sample */
+} stripe_case;
+
+/* Our file of a stripe case at each thread count: the same bytes as
+ * libjpeg's own optimising encoder with the documented restart interval
+ * (cjpeg -optimize -restart N), whatever the count; the markers as the
+ * standard numbers them, read from the bytes; the same pixels as
+ * libjpeg's file without restarts, and at most 0.5% larger. Below the
+ * threshold, libjpeg's file without restarts, byte for byte. */
+static void check_stripe_case(const stripe_case *t, uint64_t seed)
+{
+    static const int thread_counts[] = {1, 2, 3, 8};
+    const int counts = under_valgrind() ? 2 : 4;
+    char what[96];
+    snprintf(what, sizeof what, "%dx%d c%d q%d %dx%d", t->w, t->h, t->channels, t->quality, t->h0,
+             t->v0);
+    gimg_image im;
+    if (!photo_image(&im, t->w, t->h, t->channels, seed)) {
+        CHECK(0, "%s: no image", what);
+        return;
+    }
+    const int stripes = (uint64_t)t->w * (uint64_t)t->h >= STRIPE_MIN_PIXELS;
+    const int mcu_w = 8 * (t->channels == 3 ? t->h0 : 1);
+    const int mcu_h = 8 * (t->channels == 3 ? t->v0 : 1);
+    const long mcus_per_row = (t->w + mcu_w - 1) / mcu_w, mcu_rows = (t->h + mcu_h - 1) / mcu_h;
+    const int restart_rows = (int)((RESTART_MIN_MCUS + mcus_per_row - 1) / mcus_per_row);
+    bytes plain = libjpeg_optimised(&im, t->quality, t->h0, t->v0, 0);
+    bytes restarted =
+        stripes ? libjpeg_optimised(&im, t->quality, t->h0, t->v0, restart_rows) : plain;
+    const bytes *want = &restarted;
+    CHECK(plain.len > 0 && restarted.len > 0, "%s: libjpeg failed", what);
+    const int saved = omp_get_max_threads();
+    for (int i = 0; i < counts && want->len; i++) {
+        omp_set_num_threads(thread_counts[i]);
+        unsigned char *buf;
+        size_t len;
+        if (encode_jpeg(&im, t->quality, t->sub, 0, &buf, &len) != GIMG_OK) {
+            CHECK(0, "%s, %d threads: %s", what, thread_counts[i], gimg_last_error());
+            continue;
+        }
+        CHECK(len == want->len && memcmp(buf, want->p, len) == 0,
+              "%s, %d threads: %zu bytes, not libjpeg's %zu (cjpeg -optimize -restart %d)",
+              what, thread_counts[i], len, want->len, stripes ? restart_rows : 0);
+        unsigned interval;
+        long markers;
+        CHECK(read_restarts(buf, len, &interval, &markers), "%s: restart markers out of order",
+              what);
+        const long intervals = (mcu_rows + restart_rows - 1) / restart_rows;
+        if (stripes)
+            CHECK(interval == (unsigned)(restart_rows * mcus_per_row) && markers == intervals - 1,
+                  "%s: DRI %u and %ld markers, expected %ld and %ld", what, interval, markers,
+                  restart_rows * mcus_per_row, intervals - 1);
+        else
+            CHECK(interval == 0 && markers == 0, "%s: restart markers below the threshold", what);
+        if (i == 0) {
+            CHECK((double)len <= (double)plain.len * 1.005, "%s: %zu bytes, %.3f%% over %zu", what,
+                  len, 100.0 * ((double)len / (double)plain.len - 1), plain.len);
+            gimg_image a, b;
+            if (gimg_decode_memory(buf, len, &a) == GIMG_OK) {
+                if (gimg_decode_memory(plain.p, plain.len, &b) == GIMG_OK) {
+                    same_image(&a, &b, what);
+                    gimg_image_free(&b);
+                }
+                gimg_image_free(&a);
+            } else {
+                CHECK(0, "%s: our file does not decode: %s", what, gimg_last_error());
+            }
+        }
+        free(buf);
+    }
+    omp_set_num_threads(saved);
+    if (restarted.p != plain.p)
+        free(restarted.p);
+    free(plain.p);
+    gimg_image_free(&im);
+}
+
+static void test_stripes_equal_libjpeg(void)
+{
+    static const stripe_case cases[] = {
+        /* Stripes: exactly the threshold, odd heights and widths, every
+         * subsampling, gray, a partial last group, tall and thin, the
+         * widest JPEG (DRI 8188) and a single group. */
+        {1000, 1000, 3, 90, GIMG_SUBSAMPLE_AUTO, 1, 1},
+        {1000, 1001, 3, 75, GIMG_SUBSAMPLE_420, 2, 2},
+        {1001, 1000, 3, 85, GIMG_SUBSAMPLE_422, 2, 1},
+        {1000, 1003, 1, 90, GIMG_SUBSAMPLE_AUTO, 1, 1},
+        {4099, 245, 3, 80, GIMG_SUBSAMPLE_420, 2, 2},
+        {61, 16411, 3, 92, GIMG_SUBSAMPLE_444, 1, 1},
+        {65500, 16, 1, 88, GIMG_SUBSAMPLE_AUTO, 1, 1},
+        {65500, 17, 3, 50, GIMG_SUBSAMPLE_420, 2, 2},
+        /* Below it: the codec's two passes without restarts, then
+         * libjpeg's own, the same bytes as cjpeg -optimize. */
+        {999, 1000, 3, 90, GIMG_SUBSAMPLE_420, 2, 2},
+        {4097, 3, 3, 90, GIMG_SUBSAMPLE_422, 2, 1},
+        {3, 4097, 3, 85, GIMG_SUBSAMPLE_420, 2, 2},
+        {100, 100, 1, 90, GIMG_SUBSAMPLE_AUTO, 1, 1},
+        {17, 9, 3, 90, GIMG_SUBSAMPLE_420, 2, 2},
+        {1, 1, 3, 90, GIMG_SUBSAMPLE_AUTO, 1, 1},
+    };
+    const size_t n = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        /* Under valgrind: the first three and the small ones. */
+        if (under_valgrind() && i >= 3 && (uint64_t)cases[i].w * cases[i].h >= STRIPE_MIN_PIXELS)
+            continue;
+        check_stripe_case(&cases[i], 500 + i);
+    }
+    CHECK(TWO_PASS_MIN_PIXELS <= 100 * 100 && 99 * 101 < TWO_PASS_MIN_PIXELS,
+          "the cases no longer straddle the two-pass threshold");
+}
+
+/* djpeg -strict (every warning an error) reads our striped files to the
+ * pixels of libjpeg's file without restarts; so does ImageMagick with
+ * -regard-warnings. */
+static void test_stripes_peers(void)
+{
+    const int djpeg = have_tool("djpeg"), magick = access("/usr/bin/identify", X_OK) == 0;
+    if (!djpeg && !magick)
+        SKIP("neither djpeg nor ImageMagick's identify is installed");
+    static const stripe_case cases[] = {
+        {1000, 1001, 3, 75, GIMG_SUBSAMPLE_420, 2, 2},
+        {1003, 1000, 1, 90, GIMG_SUBSAMPLE_AUTO, 1, 1},
+        {1001, 1000, 3, 95, GIMG_SUBSAMPLE_422, 2, 1},
+    };
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(3);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const stripe_case *t = &cases[i];
+        gimg_image im, want, got;
+        if (!photo_image(&im, t->w, t->h, t->channels, 700 + i))
+            continue;
+        bytes plain = libjpeg_optimised(&im, t->quality, t->h0, t->v0, 0);
+        unsigned char *buf = NULL, *out = NULL;
+        size_t len = 0, out_len = 0;
+        char what[64], cmd[512];
+        snprintf(what, sizeof what, "%dx%d c%d %dx%d", t->w, t->h, t->channels, t->h0, t->v0);
+        const char *jpath = tmp_path("striped.jpg"), *opath = tmp_path("striped.pnm");
+        if (encode_jpeg(&im, t->quality, t->sub, 0, &buf, &len) == GIMG_OK &&
+            write_file(jpath, buf, len) && plain.len > 0 &&
+            gimg_decode_memory(plain.p, plain.len, &want) == GIMG_OK) {
+            if (djpeg) {
+                snprintf(cmd, sizeof cmd, "djpeg -strict -pnm %s > %s 2>/dev/null", jpath, opath);
+                CHECK(run(cmd) == 0, "%s: djpeg -strict refused it", what);
+                out = read_file(opath, &out_len);
+                if (out && gimg_decode_memory(out, out_len, &got) == GIMG_OK) {
+                    same_image(&got, &want, what);
+                    gimg_image_free(&got);
+                } else {
+                    CHECK(0, "%s: no djpeg output", what);
+                }
+                free(out);
+            }
+            if (magick) {
+                snprintf(cmd, sizeof cmd,
+                         "/usr/bin/identify -regard-warnings -verbose %s > %s 2>&1", jpath,
+                         opath);
+                CHECK(run(cmd) == 0, "%s: ImageMagick's identify refused it", what);
+            }
+            gimg_image_free(&want);
+        } else {
+            CHECK(0, "%s: %s", what, gimg_last_error());
+        }
+        free(buf);
+        free(plain.p);
+        gimg_image_free(&im);
+    }
+    omp_set_num_threads(saved);
+}
+
+/* Several threads each encoding with OpenMP threads of their own (as the
+ * batch's workers do), and an encode inside a parallel region: the bytes
+ * one thread writes. */
+typedef struct {
+    const gimg_image *im;
+    const bytes *want;
+    int omp_threads, failures;
+} stripe_job;
+
+static void *stripe_thread(void *arg)
+{
+    stripe_job *j = arg;
+    omp_set_num_threads(j->omp_threads);
+    for (int i = 0; i < 3; i++) {
+        unsigned char *buf;
+        size_t len;
+        if (encode_jpeg(j->im, 85, GIMG_SUBSAMPLE_420, 0, &buf, &len) != GIMG_OK) {
+            j->failures++;
+            continue;
+        }
+        j->failures += len != j->want->len || memcmp(buf, j->want->p, len) != 0;
+        free(buf);
+    }
+    return NULL;
+}
+
+static void test_stripes_concurrent(void)
+{
+    gimg_image im;
+    if (!photo_image(&im, 1024, 1000, 3, 900))
+        return;
+    bytes want = libjpeg_optimised(&im, 85, 2, 2, 8);  /* 8 MCU rows of 64 MCUs */
+    CHECK(want.len > 0, "libjpeg failed");
+    stripe_job jobs[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        jobs[i] = (stripe_job){&im, &want, 1 + i, 0};
+        pthread_create(&t[i], NULL, stripe_thread, &jobs[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(jobs[i].failures == 0, "thread %d (%d OpenMP threads): %d failures", i,
+              jobs[i].omp_threads, jobs[i].failures);
+    }
+    int nested_failures = 0;
+#pragma omp parallel num_threads(2) reduction(+ : nested_failures)
+    {
+        unsigned char *buf;
+        size_t len;
+        if (encode_jpeg(&im, 85, GIMG_SUBSAMPLE_420, 0, &buf, &len) != GIMG_OK) {
+            nested_failures++;
+        } else {
+            nested_failures += len != want.len || memcmp(buf, want.p, len) != 0;
+            free(buf);
+        }
+    }
+    CHECK(nested_failures == 0, "inside a parallel region: %d failures", nested_failures);
+    free(want.p);
+    gimg_image_free(&im);
+}
+
+/* ------------------------------------------------ allocation faults */
+
+/* The out-of-memory test fails, one at a time, each allocation the codec
+ * and libjpeg make while encoding (libgomp's and libc's own are left
+ * alone: they abort or cannot fail cleanly), and checks the status, the
+ * message and that every block the encoder took is given back. It
+ * replaces malloc, calloc, realloc and free with glibc's own behind a
+ * counter; a sanitizer's allocator cannot be replaced so (the test is
+ * then left out). valgrind replaces them in its turn unless told not to:
+ * run it with --soname-synonyms=somalloc=nouserintercepts to check these
+ * failure paths too (its memcheck still sees every block, through glibc's
+ * __libc_malloc and friends, which it replaces); without, the test
+ * says SKIP. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#endif
+#if defined(__GLIBC__) && !defined(UNDER_SANITIZER)
+#define ALLOC_FAULTS 1
+#include <link.h>
+
+void *__libc_malloc(size_t size);
+void *__libc_calloc(size_t count, size_t size);
+void *__libc_realloc(void *block, size_t size);
+void __libc_free(void *block);
+
+#define FAULT_LIVE_MAX 8192
+
+static struct {
+    pthread_mutex_t lock;
+    uintptr_t lo[2], hi[2];  /* the code of this program (the codec) and libjpeg */
+    int armed;               /* their allocations are counted, and may fail */
+    long countdown;          /* the one that brings it to 0 fails (0: none) */
+    long counted, failed;
+    void *live[FAULT_LIVE_MAX];  /* their blocks not given back yet */
+    int nlive, overflow;
+} faults = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int fault_find_code(struct dl_phdr_info *info, size_t size, void *unused)
+{
+    const int slot = info->dlpi_name[0] == '\0'                ? 0
+                     : strstr(info->dlpi_name, "libjpeg.so") ? 1
+                                                              : -1;
+    if (slot < 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        const uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!faults.lo[slot] || lo < faults.lo[slot])
+            faults.lo[slot] = lo;
+        if (hi > faults.hi[slot])
+            faults.hi[slot] = hi;
+    }
+    return 0;
+}
+
+/* Whether an allocation called from `at` is one of the encoder's. */
+static int fault_ours(const void *at)
+{
+    const uintptr_t a = (uintptr_t)at;
+    return (a >= faults.lo[0] && a < faults.hi[0]) || (a >= faults.lo[1] && a < faults.hi[1]);
+}
+
+/* Counts an allocation of the encoder's; 1 if it is the one to fail.
+ * The caller holds the lock. */
+static int fault_now(void)
+{
+    faults.counted++;
+    if (faults.countdown > 0 && --faults.countdown == 0) {
+        faults.failed++;
+        return 1;
+    }
+    return 0;
+}
+
+static void fault_track(void *block)
+{
+    if (!block)
+        return;
+    if (faults.nlive < FAULT_LIVE_MAX)
+        faults.live[faults.nlive++] = block;
+    else
+        faults.overflow = 1;
+}
+
+static int fault_untrack(void *block)
+{
+    for (int i = 0; i < faults.nlive; i++)
+        if (faults.live[i] == block) {
+            faults.live[i] = faults.live[--faults.nlive];
+            return 1;
+        }
+    return 0;
+}
+
+void *malloc(size_t size)
+{
+    if (!__atomic_load_n(&faults.armed, __ATOMIC_ACQUIRE) ||
+        !fault_ours(__builtin_return_address(0)))
+        return __libc_malloc(size);
+    pthread_mutex_lock(&faults.lock);
+    void *block = fault_now() ? NULL : __libc_malloc(size);
+    fault_track(block);
+    pthread_mutex_unlock(&faults.lock);
+    return block;
+}
+
+void *calloc(size_t count, size_t size)
+{
+    if (!__atomic_load_n(&faults.armed, __ATOMIC_ACQUIRE) ||
+        !fault_ours(__builtin_return_address(0)))
+        return __libc_calloc(count, size);
+    pthread_mutex_lock(&faults.lock);
+    void *block = fault_now() ? NULL : __libc_calloc(count, size);
+    fault_track(block);
+    pthread_mutex_unlock(&faults.lock);
+    return block;
+}
+
+void *realloc(void *block, size_t size)
+{
+    const int ours = __atomic_load_n(&faults.armed, __ATOMIC_ACQUIRE) &&
+                     fault_ours(__builtin_return_address(0));
+    if (!ours && !__atomic_load_n(&faults.nlive, __ATOMIC_ACQUIRE))
+        return __libc_realloc(block, size);
+    pthread_mutex_lock(&faults.lock);
+    void *moved = ours && fault_now() ? NULL : __libc_realloc(block, size);
+    if (moved && (fault_untrack(block) || ours))
+        fault_track(moved);
+    pthread_mutex_unlock(&faults.lock);
+    return moved;
+}
+
+void free(void *block)
+{
+    if (block && __atomic_load_n(&faults.nlive, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&faults.lock);
+        fault_untrack(block);
+        pthread_mutex_unlock(&faults.lock);
+    }
+    __libc_free(block);
+}
+
+/* Counts the encoder's allocations from now, failing the n-th (0: none). */
+static void faults_arm(long n)
+{
+    pthread_mutex_lock(&faults.lock);
+    faults.countdown = n;
+    faults.counted = faults.failed = 0;
+    faults.nlive = faults.overflow = 0;
+    pthread_mutex_unlock(&faults.lock);
+    __atomic_store_n(&faults.armed, 1, __ATOMIC_RELEASE);
+}
+
+static void faults_disarm(void)
+{
+    __atomic_store_n(&faults.armed, 0, __ATOMIC_RELEASE);
+}
+#endif
+
+/* Each allocation of an encode failed in turn (all of them; a twelfth
+ * under valgrind): an out-of-memory status and message, no output, every
+ * block given back; or, where the encoder can do without it (libjpeg
+ * retries a pool with less slack; a buffer that is not shrunk), the same
+ * file as without the failure. Stripes on 2 threads, the two passes on
+ * one, libjpeg's own encoder for progressive and small images. */
+static void test_encode_out_of_memory(void)
+{
+#if !defined(ALLOC_FAULTS)
+    SKIP("needs glibc's allocator, not a sanitizer's");
+#else
+    dl_iterate_phdr(fault_find_code, NULL);
+    if (!faults.hi[0] || !faults.hi[1])
+        SKIP("could not find libjpeg's code in memory");
+    static const struct {
+        int w, h, channels, threads, progressive;
+        gimg_subsampling sub;
+        const char *what;
+    } cases[] = {
+        {1000, 1000, 3, 2, 0, GIMG_SUBSAMPLE_420, "stripes on 2 threads"},
+        {300, 200, 3, 1, 0, GIMG_SUBSAMPLE_444, "two passes"},
+        {120, 80, 3, 1, 1, GIMG_SUBSAMPLE_AUTO, "progressive"},
+        {60, 40, 1, 1, 0, GIMG_SUBSAMPLE_AUTO, "small"},
+    };
+    const int saved = omp_get_max_threads();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        if (!photo_image(&im, cases[i].w, cases[i].h, cases[i].channels, 300 + i))
+            continue;
+        gimg_write_opts o;
+        gimg_write_opts_init(&o);
+        o.quality = 85;
+        o.jpeg_subsampling = cases[i].sub;
+        o.jpeg_progressive = cases[i].progressive;
+        omp_set_num_threads(cases[i].threads);
+        unsigned char *want = NULL, *buf;
+        size_t want_len = 0, len;
+        faults_arm(0);
+        gimg_status st = gimg_codec_jpeg.encode(&im, &o, &want, &want_len);
+        faults_disarm();
+        const long total = faults.counted;
+        if (st != GIMG_OK || total == 0) {
+            free(want);
+            gimg_image_free(&im);
+            omp_set_num_threads(saved);
+            if (st != GIMG_OK)
+                CHECK(0, "%s: %s", cases[i].what, gimg_last_error());
+            else
+                SKIP("the allocator is not replaceable here (valgrind: add "
+                     "--soname-synonyms=somalloc=nouserintercepts)");
+            return;
+        }
+        const long step = under_valgrind() && total > 12 ? total / 12 : 1;
+        long refused = 0;
+        for (long n = 1; n <= total; n += step) {
+            faults_arm(n);
+            st = gimg_codec_jpeg.encode(&im, &o, &buf, &len);
+            faults_disarm();
+            const int live = faults.nlive;
+            CHECK(!faults.overflow, "%s: too many blocks to follow", cases[i].what);
+            if (st == GIMG_OK) {
+                CHECK(len == want_len && memcmp(buf, want, len) == 0 && live == 1,
+                      "%s, allocation %ld of %ld failed: %zu bytes (not %zu), %d blocks live",
+                      cases[i].what, n, total, len, want_len, live);
+                free(buf);
+                continue;
+            }
+            refused++;
+            CHECK(st == GIMG_E_NOMEM && strstr(gimg_last_error(), "out of memory") != NULL,
+                  "%s, allocation %ld of %ld failed: status %d '%s'", cases[i].what, n, total,
+                  (int)st, gimg_last_error());
+            CHECK(buf == NULL && len == 0, "%s, allocation %ld: an output", cases[i].what, n);
+            CHECK(live == 0, "%s, allocation %ld of %ld failed: %d blocks leaked",
+                  cases[i].what, n, total, live);
+        }
+        CHECK(refused > 0, "%s: no failure was refused (%ld allocations)", cases[i].what, total);
+        free(want);
+        gimg_image_free(&im);
+    }
+    omp_set_num_threads(saved);
+#endif
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/gimg-jpeg.XXXXXX", "/tmp");
@@ -1328,6 +1933,10 @@ int main(void)
     RUN(test_scan_limit_edge);
     RUN(test_ten_thousand_scans);
     RUN(test_threads);
+    RUN(test_stripes_equal_libjpeg);
+    RUN(test_stripes_peers);
+    RUN(test_stripes_concurrent);
+    RUN(test_encode_out_of_memory);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
