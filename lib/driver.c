@@ -67,7 +67,7 @@ static int names_one_file(const char *spec)
     return !strchr(spec, '%') && !ends_with_slash(spec);
 }
 
-/* 1 if a pattern's extension comes from the input (%e) or a number:
+/* 1 if a pattern's extension comes from the input (%e) or the number (%i):
  * only the names it makes can be judged. */
 static int pattern_sets_extension(const char *spec)
 {
@@ -481,7 +481,7 @@ static void warn_losses(const char *tool, int quiet)
     unsigned lost = gimg_take_losses(&f);
     char text[160];
     if (lost && !quiet)
-        fprintf(stderr, "%s: warning: %s output: %s (-q: no warning)\n", tool,
+        fprintf(stderr, "%s: warning: %s output: %s (-q silences this)\n", tool,
                 gimg_codec_of(f)->name, gimg_loss_text(lost, text, sizeof text));
 }
 
