@@ -451,10 +451,17 @@ static unsigned char *decode_cmyk_samples(const bytes *f)
     return px;
 }
 
-/* Encodes im (8-bit gray or RGB) with libjpeg directly at quality q with
- * Huffman optimisation on or off, 4:4:4, and an optional scan script. */
-static bytes encode_direct(const gimg_image *im, int q, int optimize,
-                           const jpeg_scan_info *script, int nscans)
+/* libjpeg's own encoder, as cjpeg runs it: quality q, the first component
+ * of a colour image sampled h x v, Huffman optimisation on or off, a
+ * restart marker every `restart_rows` MCU rows (0: none), and an optional
+ * scan script: what cjpeg [-optimize] [-restart N] [-scans F] writes. */
+typedef struct {
+    int quality, h, v, optimize, restart_rows;
+    const jpeg_scan_info *script;
+    int nscans;
+} libjpeg_opts;
+
+static bytes libjpeg_encode(const gimg_image *im, const libjpeg_opts *o)
 {
     bytes out = {0};
     struct jpeg_compress_struct c;
@@ -475,12 +482,16 @@ static bytes encode_direct(const gimg_image *im, int q, int optimize,
     c.input_components = im->channels;
     c.in_color_space = im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, q, TRUE);
-    c.comp_info[0].h_samp_factor = c.comp_info[0].v_samp_factor = 1;
-    c.optimize_coding = optimize ? TRUE : FALSE;
-    if (script) {
-        c.scan_info = script;
-        c.num_scans = nscans;
+    jpeg_set_quality(&c, o->quality, TRUE);
+    if (im->channels == 3) {
+        c.comp_info[0].h_samp_factor = o->h;
+        c.comp_info[0].v_samp_factor = o->v;
+    }
+    c.optimize_coding = o->optimize ? TRUE : FALSE;
+    c.restart_in_rows = o->restart_rows;
+    if (o->script) {
+        c.scan_info = o->script;
+        c.num_scans = o->nscans;
     }
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
@@ -492,6 +503,21 @@ static bytes encode_direct(const gimg_image *im, int q, int optimize,
     put(&out, mem, size);
     free(mem);
     return out;
+}
+
+/* 4:4:4, optimisation on or off, an optional scan script. */
+static bytes encode_direct(const gimg_image *im, int q, int optimize,
+                           const jpeg_scan_info *script, int nscans)
+{
+    const libjpeg_opts o = {q, 1, 1, optimize, 0, script, nscans};
+    return libjpeg_encode(im, &o);
+}
+
+/* cjpeg -optimize [-restart N]: sampling h x v. */
+static bytes libjpeg_optimised(const gimg_image *im, int q, int h, int v, int restart_rows)
+{
+    const libjpeg_opts o = {q, h, v, 1, restart_rows, NULL, 0};
+    return libjpeg_encode(im, &o);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -1345,50 +1371,6 @@ static int under_valgrind(void)
 {
     const char *preload = getenv("LD_PRELOAD");
     return (preload && strstr(preload, "vgpreload")) || !timing_checked();
-}
-
-/* libjpeg's own optimising encoder (optimize_coding), sampling h x v for
- * the first component of a colour image, with a restart marker every
- * `restart_rows` MCU rows (0: none): what cjpeg -optimize [-restart N]
- * writes. */
-static bytes libjpeg_optimised(const gimg_image *im, int q, int h, int v, int restart_rows)
-{
-    bytes out = {0};
-    struct jpeg_compress_struct c;
-    test_error e;
-    unsigned char *mem = NULL;
-    unsigned long size = 0;
-    c.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = test_error_exit;
-    if (setjmp(e.jump)) {
-        jpeg_destroy_compress(&c);
-        free(mem);
-        return out;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &size);
-    c.image_width = (JDIMENSION)im->width;
-    c.image_height = (JDIMENSION)im->height;
-    c.input_components = im->channels;
-    c.in_color_space = im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, q, TRUE);
-    if (im->channels == 3) {
-        c.comp_info[0].h_samp_factor = h;
-        c.comp_info[0].v_samp_factor = v;
-    }
-    c.optimize_coding = TRUE;
-    c.restart_in_rows = restart_rows;
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = gimg_row(im, (int)c.next_scanline);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    put(&out, mem, size);
-    free(mem);
-    return out;
 }
 
 /* The restart structure of a JPEG, read from its bytes: the DRI interval
