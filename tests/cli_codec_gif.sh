@@ -112,31 +112,6 @@ for f in palette transparent interlaced one anim past huge early beyond lenient;
     python3 mkgif.py $f || { fail setup "mkgif.py $f"; exit 1; }
 done
 
-# cpu_under_1s NAME COMMAND...: user + system CPU under a second.
-cpu_under_1s() {
-    local name=$1 secs
-    shift
-    if [ -n "${GIMG_TEST_SLOW:-}" ] || [ ! -x /usr/bin/time ]; then
-        "$@" >/dev/null 2>&1
-        skip "$name" "timing not checked (GIMG_TEST_SLOW or no /usr/bin/time)"
-        return
-    fi
-    /usr/bin/time -f '%U %S' -o time.txt "$@" >/dev/null 2>&1
-    secs=$(awk '{ print $1 + $2 }' time.txt | tail -n 1)
-    awk "BEGIN { exit !($secs < 1.0) }" && pass "$name" || fail "$name" "took $secs s of CPU"
-}
-
-refused() {
-    local name=$1 file=$2 want=$3
-    shift 3
-    expect_fail "$name" 1 e -- "$PROG" "$@" "$file" e/out.png
-    grep -q -- "$want" stderr.txt || fail "$name-message" "no '$want' in: $(head -c 200 stderr.txt)"
-    head -n 1 stderr.txt | grep -qF "$TOOL: $file: " ||
-        fail "$name-names-file" "message does not name $file: $(head -c 200 stderr.txt)"
-    cpu_under_1s "$name-fast" "$PROG" "$@" "$file" e/out.png
-    rm -f e/*
-}
-
 # ours FILE OUT.pam: FILE read and written unchanged (flip twice).
 ours() {
     "$PROG" --op flip "$1" mid.pam && "$PROG" --op flip mid.pam "$2"

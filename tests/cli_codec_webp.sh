@@ -16,34 +16,6 @@ mkdir -p e
 
 have() { command -v "$1" >/dev/null 2>&1; }
 
-# cpu_under_1s NAME COMMAND...: the command's user + system CPU time is
-# under a second (nothing to check without /usr/bin/time, or when slow).
-cpu_under_1s() {
-    local name=$1 secs
-    shift
-    if [ -n "${GIMG_TEST_SLOW:-}" ] || [ ! -x /usr/bin/time ]; then
-        "$@" >/dev/null 2>&1
-        skip "$name" "timing not checked (GIMG_TEST_SLOW or no /usr/bin/time)"
-        return
-    fi
-    /usr/bin/time -f '%U %S' -o time.txt "$@" >/dev/null 2>&1
-    secs=$(awk '{ print $1 + $2 }' time.txt | tail -n 1)
-    awk "BEGIN { exit !($secs < 1.0) }" && pass "$name" || fail "$name" "took $secs s of CPU"
-}
-
-# refused NAME FILE WANT [OPTIONS...]: the tool refuses FILE (exit 1,
-# "gtranspose: FILE: ..." holding WANT, nothing written), within a second.
-refused() {
-    local name=$1 file=$2 want=$3
-    shift 3
-    expect_fail "$name" 1 e -- "$PROG" "$@" "$file" e/out.png
-    grep -q -- "$want" stderr.txt || fail "$name-message" "no '$want' in: $(head -c 200 stderr.txt)"
-    head -n 1 stderr.txt | grep -qF "$TOOL: $file: " ||
-        fail "$name-names-file" "message does not name $file: $(head -c 200 stderr.txt)"
-    cpu_under_1s "$name-fast" "$PROG" "$@" "$file" e/out.png
-    rm -f e/*
-}
-
 # flip2 IN OUT: IN read and written as OUT, pixels unchanged (flip twice).
 flip2() {
     "$PROG" --op flip "$1" mid.pam && "$PROG" --op flip mid.pam "$2"
