@@ -91,7 +91,7 @@ typedef enum {
     GIMG_FMT_PAM,   /* P7, 1-4 channels */
     GIMG_FMT_PFM,   /* Pf/PF, 32-bit float */
     GIMG_FMT_TIFF, GIMG_FMT_WEBP,
-    GIMG_FMT_GIF    /* read only (first frame) */
+    GIMG_FMT_GIF    /* read only; its frames are pages */
 } gimg_format;
 
 /* "png", "jpg", "jpeg", "ppm", "pgm", "pnm", "pam", "pfm", "hdr", "tif",
@@ -138,7 +138,7 @@ gimg_status gimg_probe_page(const unsigned char *buf, size_t len, const gimg_rea
 gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out);
 gimg_status gimg_decode_page(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                              gimg_image *out);
-/* gimg_slurp + gimg_decode_memory. A path that names no file but ends in
+/* gimg_slurp + gimg_decode_page. A path that names no file but ends in
  * "[N]" (N >= 0) reads page N of the file before it, as ImageMagick reads
  * "scan.tif[2]". */
 gimg_status gimg_read(const char *path, gimg_image *out);
@@ -204,8 +204,8 @@ enum {
     GIMG_LOSS_FLOAT = 1 << 2    /* float samples clamped and quantised to integers */
 };
 unsigned gimg_take_losses(gimg_format *first_format);
-/* The losses as words for a message: "alpha dropped, 16-bit narrowed to
- * 8-bit"; "" for none. */
+/* The losses as words for a message, into buf: "alpha dropped, 16-bit
+ * samples narrowed to 8-bit"; "" for none. Returns buf. */
 const char *gimg_loss_text(unsigned losses, char *buf, size_t size);
 
 /* Writes buf to path atomically: a temporary file beside the target, renamed
