@@ -1,8 +1,8 @@
 /*
  * testfile.h — what the codec unit tests (tests/unit_codec_*.c) share:
  * files in and out of memory, peer programs, CPU time, and comparing
- * decoded images. Nothing here allocates but slurp(), whose buffer the
- * caller frees.
+ * decoded images, and a byte buffer for hand-made files. Nothing here
+ * allocates but slurp() and put(), whose buffers the caller frees.
  */
 #ifndef GIMG_TESTFILE_H
 #define GIMG_TESTFILE_H
@@ -82,6 +82,31 @@ static inline int have_program(const char *name)
     char cmd[256];
     snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
     return system(cmd) == 0;
+}
+
+/* A growing byte buffer, for files the tests build by hand; put() exits
+ * the test program if memory runs out. The caller frees p. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} bytes;
+
+static inline void put(bytes *b, const void *data, size_t n)
+{
+    if (b->cap - b->len < n) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->len < n)
+            cap *= 2;
+        unsigned char *p = realloc(b->p, cap);
+        if (!p) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
 }
 
 /* 1 under valgrind, where timing limits mean nothing. */

@@ -63,23 +63,6 @@ static char *scratch(const char *name)
     return p;
 }
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-} bytes;
-
-static void put(bytes *b, const void *data, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            exit(1);
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
 static void put_u8(bytes *b, unsigned v)
 {
     unsigned char c = (unsigned char)v;

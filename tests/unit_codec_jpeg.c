@@ -15,6 +15,7 @@
  * --soname-synonyms=somalloc=nouserintercepts (see "allocation faults").
  */
 #include "check.h"
+#include "testfile.h"
 #include "codec.h"
 #include "gimg.h"
 #include "testimg.h"
@@ -58,21 +59,6 @@ static int have_tool(const char *tool)
     return system(cmd) == 0;
 }
 
-static int run(const char *cmd)
-{
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static int write_file(const char *path, const unsigned char *buf, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return 0;
-    int ok = fwrite(buf, 1, len, f) == len;
-    return fclose(f) == 0 && ok;
-}
-
 static unsigned char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -88,13 +74,6 @@ static unsigned char *read_file(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return b;
-}
-
-static double cpu_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static int timing_checked(void)
@@ -182,24 +161,6 @@ static gimg_status row_decode(const unsigned char *buf, size_t len, gimg_image *
 }
 
 /* ---------------------------------------------------- crafted files */
-
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-} bytes;
-
-static void put(bytes *b, const void *d, size_t n)
-{
-    if (b->cap - b->len < n) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c - b->len < n)
-            c *= 2;
-        b->p = realloc(b->p, c);
-        b->cap = c;
-    }
-    memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
 
 static void put_byte(bytes *b, unsigned v)
 {
@@ -1367,10 +1328,10 @@ static void test_threads(void)
 #define STRIPE_MIN_PIXELS 1000000
 #define RESTART_MIN_MCUS 512
 
-static int under_valgrind(void)
+/* Timing limits are checked neither under valgrind nor where timing_checked() says the machine cannot be trusted. */
+static int timing_off(void)
 {
-    const char *preload = getenv("LD_PRELOAD");
-    return (preload && strstr(preload, "vgpreload")) || !timing_checked();
+    return under_valgrind() || !timing_checked();
 }
 
 /* The restart structure of a JPEG, read from its bytes: the DRI interval
@@ -1425,7 +1386,7 @@ typedef struct {
 static void check_stripe_case(const stripe_case *t, uint64_t seed)
 {
     static const int thread_counts[] = {1, 2, 3, 8};
-    const int counts = under_valgrind() ? 2 : 4;
+    const int counts = timing_off() ? 2 : 4;
     char what[96];
     snprintf(what, sizeof what, "%dx%d c%d q%d %dx%d", t->w, t->h, t->channels, t->quality, t->h0,
              t->v0);
@@ -1516,7 +1477,7 @@ static void test_stripes_equal_libjpeg(void)
     const size_t n = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++) {
         /* Under valgrind: the first three and the small ones. */
-        if (under_valgrind() && i >= 3 && (uint64_t)cases[i].w * cases[i].h >= STRIPE_MIN_PIXELS)
+        if (timing_off() && i >= 3 && (uint64_t)cases[i].w * cases[i].h >= STRIPE_MIN_PIXELS)
             continue;
         check_stripe_case(&cases[i], 500 + i);
     }
@@ -1862,7 +1823,7 @@ static void test_encode_out_of_memory(void)
                      "--soname-synonyms=somalloc=nouserintercepts)");
             return;
         }
-        const long step = under_valgrind() && total > 12 ? total / 12 : 1;
+        const long step = timing_off() && total > 12 ? total / 12 : 1;
         long refused = 0;
         for (long n = 1; n <= total; n += step) {
             faults_arm(n);

@@ -31,29 +31,6 @@
 
 /* ------------------------------------------------------- a byte buffer */
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-} bytes;
-
-static void put(bytes *b, const void *data, size_t n)
-{
-    if (b->cap - b->len < n) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n)
-            cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (!p) {
-            fprintf(stderr, "out of memory\n");
-            exit(1);
-        }
-        b->p = p, b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
 static void put_be32(bytes *b, uint32_t v)
 {
     const unsigned char q[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16),

@@ -402,23 +402,6 @@ static void test_equals_dwebp(void)
 
 /* --------------------------------------------------------- animations */
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-} bytes;
-
-static void put(bytes *b, const void *data, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p)
-            exit(1);
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
 static void put_le(bytes *b, uint32_t v, int n)
 {
     for (int i = 0; i < n; i++) {
