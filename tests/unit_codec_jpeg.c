@@ -1328,7 +1328,8 @@ static void test_threads(void)
 #define STRIPE_MIN_PIXELS 1000000
 #define RESTART_MIN_MCUS 512
 
-/* Timing limits are checked neither under valgrind nor where timing_checked() says the machine cannot be trusted. */
+/* Timing limits are checked neither under valgrind nor where
+ * timing_checked() says the machine's clock cannot be trusted. */
 static int timing_off(void)
 {
     return under_valgrind() || !timing_checked();
