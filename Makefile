@@ -41,9 +41,9 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) -Ilib -Ikernels -isys
 DEFLATE_CFLAGS ?=
 DEFLATE_LIBS ?= -ldeflate
 # The codecs' libraries (lib/codec.h): libjpeg-turbo, libspng, libtiff,
-# libwebp (with its demux), giflib. IMAGE_CFLAGS/IMAGE_LIBS point elsewhere.
+# libwebp (with its demux and mux), giflib. IMAGE_CFLAGS/IMAGE_LIBS point elsewhere.
 IMAGE_CFLAGS ?=
-IMAGE_LIBS ?= -ljpeg -lspng -ltiff -lwebpdemux -lwebp -lgif
+IMAGE_LIBS ?= -ljpeg -lspng -ltiff -lwebpmux -lwebpdemux -lwebp -lgif
 CFLAGS += $(DEFLATE_CFLAGS) $(IMAGE_CFLAGS)
 LDLIBS := $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -pthread -fopenmp
 

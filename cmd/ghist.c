@@ -23,9 +23,10 @@ enum { OPT_BINS, OPT_RANGE, OPT_CHANNEL, OPT_LUMA, OPT_CUMULATIVE, OPT_NORMALIZE
        OPT_JSON, OPT_PLOT, OPT_EQUALIZE };
 
 static const gimg_cli_option k_options[] = {
-    {"bins", 0, "N", "number of bins, 1 to 65536 (default 256)", OPT_BINS},
-    {"range", 0, "LO:HI", "count over [LO, HI) (float: [LO, HI]); default the sample type's "
-                          "range", OPT_RANGE},
+    {"bins", 0, "N", "number of bins, 1 to 65536 (default 256, or one per value up to "
+                     "maxval 255)", OPT_BINS},
+    {"range", 0, "LO:HI", "count over [LO, HI) (float: [LO, HI]); default 0 to the maxval "
+                          "(the file's units), float 0 to 1", OPT_RANGE},
     {"channel", 'c', "LIST", "only these channels: gray, red, green, blue, alpha, luma",
      OPT_CHANNEL},
     {"luma", 0, NULL, "add a Rec. 709 luma histogram; with --equalize, equalize luma only",
@@ -46,8 +47,8 @@ static const char *const k_channel_names[] = {"gray", "red", "green", "blue", "a
 enum { CH_LUMA_BIT = 1u << 5 };
 
 typedef struct {
-    gimg_hist_params p;   /* bins, and the range when have_range */
-    int have_range;
+    gimg_hist_params p;   /* bins when have_bins, the range when have_range */
+    int have_bins, have_range;
     const char *channel_list;
     unsigned channel_mask;  /* 0: every channel (and luma with --luma) */
     int luma, cumulative, normalize, csv, json;
@@ -63,6 +64,7 @@ static gimg_status handle_option(void *user, int key, const char *arg)
         if (gimg_cli_parse_int("--bins", arg, 1, GIMG_HIST_MAX_BINS, &n))
             return GIMG_E_USAGE;
         s->p.bins = (int)n;
+        s->have_bins = 1;
         break;
     case OPT_RANGE:
         s->have_range = 1;
@@ -91,7 +93,7 @@ static gimg_status finish_settings(const settings *s)
     if (s->csv && s->json)
         return gimg_fail(GIMG_E_USAGE, "--csv and --json exclude each other");
     if (s->equalize && (s->csv || s->json || s->cumulative || s->normalize || s->channel_list ||
-                        s->have_range || s->p.bins != 256))
+                        s->have_range || s->have_bins))
         return gimg_fail(GIMG_E_USAGE, "--equalize takes no counting options (only --luma "
                                        "and --plot)");
     return GIMG_OK;
@@ -324,7 +326,10 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
     gimg_hist_params p;
     gimg_hist_default_params(im, &p);
     if (!s->equalize) {
-        p.bins = s->p.bins;
+        /* The defaults follow the maxval (gimg_hist_default_params); a
+         * range given alone gets 256 bins, as it always had. */
+        if (s->have_bins || s->have_range)
+            p.bins = s->have_bins ? s->p.bins : 256;
         if (s->have_range) {
             p.lo = s->p.lo;
             p.hi = s->p.hi;
@@ -409,7 +414,7 @@ static gimg_status emit(void *user, gimg_driver_item *item, const char *text, si
 
 int main(int argc, char **argv)
 {
-    settings s = {.p = {.bins = 256}};
+    settings s = {0};
     const gimg_cli_spec spec = {
         .tool = TOOL,
         .description = "Count the samples of images per channel, plot the histograms or "
@@ -447,7 +452,8 @@ int main(int argc, char **argv)
         .tool = TOOL,
         .report = report,
         .emit = emit,
-        .images = {[IMG_EQUALIZED] = {s.equalize, "--equalize"}, [IMG_PLOT] = {s.plot, "--plot"}},
+        .images = {[IMG_EQUALIZED] = {s.equalize, "--equalize", 1},
+                   [IMG_PLOT] = {s.plot, "--plot", 0}},
         .user = &j,
     };
     return gimg_drive(&driver, &c);

@@ -30,8 +30,8 @@ static const gimg_cli_option k_options[] = {
      OPT_PERCENTILES},
     {"region", 0, "WxH+X+Y", "measure only this rectangle (ImageMagick geometry; clipped to "
                              "the image)", OPT_REGION},
-    {"normalized", 0, NULL, "report values on a 0-1 scale (divided by 255 or 65535) instead "
-                            "of sample units", OPT_NORMALIZED},
+    {"normalized", 0, NULL, "report values on a 0-1 scale (divided by the maxval: 255, 65535 "
+                            "or the file's own) instead of sample units", OPT_NORMALIZED},
     {"json", 0, NULL, "print one JSON object per input file, one per line", OPT_JSON},
     {"csv", 0, NULL, "print CSV: a header, then one row per file and channel", OPT_CSV},
     {"compare", 0, "REFERENCE", "compare each INPUT with REFERENCE instead", OPT_COMPARE},
@@ -218,15 +218,10 @@ typedef struct {
     int is_count;
 } cell;
 
-static double peak_of(gimg_sample s)
-{
-    return s == GIMG_U8 ? 255 : s == GIMG_U16 ? 65535 : 1;
-}
-
-static cell stat_cell(const settings *s, const gimg_channel_stats *c, gimg_sample sample,
+static cell stat_cell(const settings *s, const gimg_channel_stats *c, double peak,
                       const column *col)
 {
-    const double k = s->normalized ? 1 / peak_of(sample) : 1;
+    const double k = s->normalized ? 1 / peak : 1;
     if (col->stat < 0)
         return (cell){c->percentile[col->percentile] * k, 0};
     switch (col->stat) {
@@ -301,6 +296,7 @@ typedef struct {
     const gimg_diff *diff;
     int channels;
     gimg_sample sample;
+    unsigned maxval;        /* the image's (gimg_image.maxval; 0: the full range) */
 } report;
 
 /* Report rows: the image's channels (those selected), then "all". Returns
@@ -336,7 +332,7 @@ static int column_shown(const settings *s, const report *r, const column *col)
 static cell report_cell(const settings *s, const report *r, int c, const column *col)
 {
     return r->diff ? diff_cell(s, &r->diff->ch[c], r->diff->peak, col)
-                   : stat_cell(s, &r->stats->ch[c], r->sample, col);
+                   : stat_cell(s, &r->stats->ch[c], gimg_image_max(r->im), col);
 }
 
 static void describe(const report *r, char *buf, size_t size)
@@ -345,6 +341,8 @@ static void describe(const report *r, char *buf, size_t size)
     int len = snprintf(buf, size, "%dx%d %s %d-bit%s", r->im->width, r->im->height,
                        k_layout[r->channels], 8 * (int)r->sample,
                        r->sample == GIMG_F32 ? " float" : "");
+    if (r->maxval)
+        len += snprintf(buf + len, size - (size_t)len, ", maxval %u", r->maxval);
     if (r->region.width != r->im->width || r->region.height != r->im->height)
         snprintf(buf + len, size - (size_t)len, ", region %dx%d+%d+%d", r->region.width,
                  r->region.height, r->region.x, r->region.y);
@@ -413,6 +411,8 @@ static void print_json(FILE *f, const settings *s, const report *r, const char *
     gimg_json_string(f, r->name);
     fprintf(f, ", \"width\": %d, \"height\": %d, \"channels\": %d, \"depth\": %d", r->im->width,
            r->im->height, r->channels, 8 * (int)r->sample);
+    if (r->maxval)
+        fprintf(f, ", \"maxval\": %u", r->maxval);
     if (s->have_region)
         fprintf(f, ", \"region\": {\"width\": %d, \"height\": %d, \"x\": %d, \"y\": %d}",
                r->region.width, r->region.height, r->region.x, r->region.y);
@@ -573,6 +573,11 @@ static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
         st = gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference %s has %d-bit",
                        8 * (int)im->sample, gimg_cli_name(s->reference, 0),
                        8 * (int)ref->sample);
+    /* As netpbm's pnmpsnr: differences and PSNR need one range. */
+    if (!st && ref && gimg_image_max(im) != gimg_image_max(ref))
+        st = gimg_fail(GIMG_E_FORMAT, "samples in 0..%u (maxval), the reference %s has 0..%u: "
+                                      "convert one to the other's range first",
+                       gimg_image_max(im), gimg_cli_name(s->reference, 0), gimg_image_max(ref));
     if (!st)
         st = check_channels(s, im->channels);
     if (!st)
@@ -591,6 +596,7 @@ static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
         return st;
     r.channels = im->channels;
     r.sample = im->sample;
+    r.maxval = im->sample == GIMG_F32 ? 0 : im->maxval;
     const char *ref_name = ref ? gimg_cli_name(s->reference, 0) : NULL;
     if (s->bare && item->single)
         print_bare(out, s, &r);

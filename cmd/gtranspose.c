@@ -1,6 +1,8 @@
 /*
  * gtranspose — transposes, flips or rotates an image (the eight symmetries
- * of the rectangle), on the CPU or, with --device gpu, on the GPU.
+ * of the rectangle), or puts it upright from its EXIF orientation (--op
+ * auto), on the CPU or, with --device gpu, on the GPU. The image's
+ * metadata goes with it (gimg_orient.h says what changes).
  *
  *   gtranspose [options] INPUT [OUTPUT]        see gtranspose(1)
  *   gtranspose [options] -o DIR/|PATTERN INPUT...
@@ -15,7 +17,9 @@
 enum { OPT_OP };
 
 static const gimg_cli_option k_options[] = {
-    {"op", 0, "OP", "transpose (default), transverse, flip, flop, rot90, rot180 or rot270",
+    {"op", 0, "OP",
+     "transpose (default), transverse, flip, flop, rot90, rot180, rot270, or auto: "
+     "upright from the EXIF orientation, which becomes 1",
      OPT_OP},
     {NULL, 0, NULL, NULL, 0},
 };
@@ -43,7 +47,7 @@ int main(int argc, char **argv)
     settings s = {GIMG_ORIENT_TRANSPOSE};
     const gimg_cli_spec spec = {
         .tool = TOOL,
-        .description = "Transpose, flip or rotate an image.",
+        .description = "Transpose, flip or rotate an image, or put it upright (--op auto).",
         .options = k_options,
         .handle = handle_option,
         .user = &s,

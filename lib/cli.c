@@ -35,7 +35,8 @@ enum {
     K_JPEG_SUBSAMPLING = -17,
     K_PROGRESSIVE = -18,
     K_COMPRESS = -19,
-    K_LOSSLESS = -20
+    K_LOSSLESS = -20,
+    K_STRIP = -21
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
@@ -54,6 +55,7 @@ static const gimg_cli_option k_common[] = {
                          "predictor)",
      K_COMPRESS},
     {"lossless", 0, NULL, "write a lossless WebP", K_LOSSLESS},
+    {"strip", 0, NULL, "write no metadata (ICC profile, EXIF, XMP, resolution, text)", K_STRIP},
     {"device", 0, "DEV", "auto, cpu, gpu, gpu:N[,N...] or gpu:all (default: $GIMG_DEVICE "
                          "or auto)",
      K_DEVICE},
@@ -117,6 +119,7 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
     case K_PROGRESSIVE:
     case K_COMPRESS:
     case K_LOSSLESS:
+    case K_STRIP:
         return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
     case K_DEVICE:
         return !(spec->omit & GIMG_CLI_NO_DEVICE);
@@ -319,6 +322,9 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         return GIMG_OK;
     case K_LOSSLESS:
         c->write.webp_lossless = 1;
+        return GIMG_OK;
+    case K_STRIP:
+        c->write.strip = 1;
         return GIMG_OK;
     case K_QUALITY:
         if ((st = gimg_cli_parse_int(name, arg, 1, 100, &v)))

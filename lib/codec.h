@@ -58,7 +58,22 @@ typedef struct gimg_codec {
     void (*layout)(int *channels, gimg_sample *sample);
     gimg_status (*encode)(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
                           size_t *len);
+    /* The metadata the format holds (GIMG_META_* bits): decode fills
+     * out->meta with those the file has (NULL if none); encode writes
+     * those of im->meta (which may be NULL). write.c drops the others,
+     * and all of them under --strip, before encode sees the image. */
+    unsigned meta;
+    /* Which maxvals (gimg_image.maxval) encode receives as they are:
+     * GIMG_MAXVAL_FULL: none, write.c rescales such images to the full
+     * range first; GIMG_MAXVAL_ANY: any (PNM, PAM); GIMG_MAXVAL_BITS:
+     * 2^b - 1 only (PNG's sBIT, TIFF's BitsPerSample), others rescaled. */
+    int maxval_rule;
+    /* Optional: the kinds of m the format holds but cannot hold at m's
+     * size (JPEG: a marker holds 64 KiB), dropped as the others are. */
+    unsigned (*unfit_meta)(const gimg_meta *m);
 } gimg_codec;
+
+enum { GIMG_MAXVAL_FULL = 0, GIMG_MAXVAL_ANY, GIMG_MAXVAL_BITS };
 
 /* The table's rows (each defined in its codec file). */
 extern const gimg_codec gimg_codec_jpeg, gimg_codec_png, gimg_codec_tiff, gimg_codec_webp,
@@ -69,6 +84,29 @@ extern const gimg_codec gimg_codec_jpeg, gimg_codec_png, gimg_codec_tiff, gimg_c
 const gimg_codec *gimg_codec_of(gimg_format f);
 /* The row whose magic buf starts with, or NULL. */
 const gimg_codec *gimg_codec_sniff(const unsigned char *buf, size_t len);
+
+/* Helpers for codec files (meta.c): each takes a copy of p[0 .. n-1]
+ * into *m, creating *m when NULL. gimg_meta_add_exif checks the block
+ * (its header, IFD0 and the Exif IFD within it, no loops) and sets the
+ * orientation from it; a block that fails is dropped with m->warning
+ * saying why, not an error. Errors: GIMG_E_NOMEM only. */
+gimg_status gimg_meta_add_icc(gimg_meta **m, const unsigned char *p, size_t n);
+gimg_status gimg_meta_add_exif(gimg_meta **m, const unsigned char *p, size_t n);
+gimg_status gimg_meta_add_xmp(gimg_meta **m, const unsigned char *p, size_t n);
+/* Appends a text chunk (copies of the strings; language and
+ * translated_keyword may be NULL). */
+gimg_status gimg_meta_add_text(gimg_meta **m, const char *keyword, const char *text,
+                               size_t text_bytes, const char *language,
+                               const char *translated_keyword, int international,
+                               int compressed);
+/* Removes the kinds (GIMG_META_* bits) from m. */
+void gimg_meta_drop(gimg_meta *m, unsigned kinds);
+/* Records a warning in *m (the first one wins), creating *m when NULL. */
+void gimg_meta_warn(gimg_meta **m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A minimal EXIF block holding only the orientation (for a format that
+ * keeps it only in EXIF when the source had no EXIF block, e.g. TIFF to
+ * JPEG). malloc'd; NULL when out of memory. */
+unsigned char *gimg_exif_minimal(int orientation, size_t *bytes);
 
 /* Helpers for codec files. */
 static inline uint32_t gimg_be32(const unsigned char *p)

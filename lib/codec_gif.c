@@ -487,4 +487,5 @@ static gimg_status decode_gif(const unsigned char *buf, size_t len, const gimg_r
 
 const gimg_codec gimg_codec_gif = {
     GIMG_FMT_GIF, "GIF", "gif", 1, sniff_gif, probe_gif, decode_gif, NULL, NULL,
+    0, GIMG_MAXVAL_FULL, NULL, /* read only; its ICC and XMP extensions are not read */
 };

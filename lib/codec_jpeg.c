@@ -56,7 +56,8 @@
  *    data are ignored, as libvips and ImageMagick decode such files: bytes
  *    between segments (JWRN_EXTRANEOUS_DATA, common in camera files), an
  *    unknown JFIF version or Adobe transform code (read as YCbCr/YCCK), a
- *    bad ICC marker (profiles are not read), odd SOS parameters of a
+ *    bad ICC marker (libjpeg's own ICC reader, which is not called: see
+ *    "Metadata"), odd SOS parameters of a
  *    sequential scan, an out-of-order progressive refinement. Any other
  *    warning is an error. Nothing is printed: libjpeg's messages become the
  *    error's text ("corrupt JPEG: bad Huffman code") or are dropped.
@@ -64,7 +65,40 @@
  *    conversion; libjpeg's coefficient buffers start zeroed, and its strip
  *    buffers are zeroed here (alloc_zeroed_rows says why).
  *  - Not applied: the Exif orientation and ICC profiles (as `vips copy`
- *    and `convert` without -auto-orient).
+ *    and `convert` without -auto-orient); they are kept (below).
+ *
+ * Metadata (gimg_meta), read from the markers before the first scan (as
+ * libvips reads them) and written after the JFIF marker:
+ *  - EXIF: the first APP1 marker that starts "Exif\0\0"; the block after
+ *    those 6 bytes (gimg_meta_add_exif checks it and takes the
+ *    orientation from it, or drops it with a warning).
+ *  - XMP: the first APP1 marker that starts with the namespace
+ *    "http://ns.adobe.com/xap/1.0/" and its NUL (29 bytes); the packet
+ *    after it. Extended XMP (APP1 "http://ns.adobe.com/xmp/extension/",
+ *    the part of a packet over 64 KiB) is not read, nor written.
+ *  - ICC: the APP2 markers that start "ICC_PROFILE\0", then a chunk's
+ *    number (1..count) and the count (ICC.1 annex B.4), joined in number
+ *    order. A sequence that is not whole (a chunk missing or twice, numbered
+ *    0 or past the count, counts that disagree, all chunks empty) is
+ *    dropped with a warning saying which, the image decoded as ever. Our
+ *    own joining rather than libjpeg's jpeg_read_icc_profile: that one
+ *    refuses the same sequences, but says only "bad ICC marker", and the
+ *    warning names the fault. The profile of a CMYK or YCCK file is dropped
+ *    with a warning too: it describes inks, and the samples are read as RGB.
+ *  - Resolution: the JFIF marker's density, unit 1 (dots per inch) or 2
+ *    (dots per cm, times 2.54); unit 0 gives only the aspect ratio: no
+ *    resolution. (A resolution only in EXIF stays inside the block.)
+ *  - Bounds: libjpeg keeps the APP1 and APP2 markers whole (each at most
+ *    65533 bytes, all of them within the file); a profile has at most 255
+ *    chunks of 65519 bytes (under 16 MiB, meta.c's cap).
+ *  - Writing: the JFIF density from x_dpi and y_dpi (dots per inch,
+ *    rounded to 1..65535); then EXIF as APP1 "Exif\0\0" and the block,
+ *    XMP as APP1 with its namespace, the ICC profile in APP2 chunks of at
+ *    most 65519 bytes by libjpeg's jpeg_write_icc_profile (cjpeg -icc's),
+ *    the order libvips and ImageMagick write. A block one marker cannot
+ *    hold (EXIF over 65527 bytes, XMP over 65504, a profile over 255
+ *    chunks) is left out (unfit_meta). Every path writes them once, in
+ *    the file's headers: libjpeg's own, and the striped one's stripe 0.
  *
  * Writing: 8-bit gray as a 1-component JPEG, RGB as YCbCr (alpha is
  * dropped and deeper samples narrowed by write.c, which reports it).
@@ -366,6 +400,8 @@ typedef struct {
     jpeg_guard guard;
     struct jpeg_progress_mgr progress;
     int created;          /* jpeg_create_decompress has run */
+    int want_meta;        /* decoding: APP1 and APP2 are kept for read_metadata */
+    gimg_meta *meta;      /* what read_metadata found; the image's on success */
     int channels;         /* of the output: 1 or 3 */
     int cmyk, inverted;   /* CMYK converted here; stored inverted (Adobe) */
     unsigned char *cmyk_rows;
@@ -436,6 +472,12 @@ static gimg_status read_header(jpeg_reader *r, const unsigned char *buf, size_t 
     if ((unsigned long)len != len)
         return gimg_fail(GIMG_E_LIMIT, "JPEG file of %zu bytes is too large", len);
     jpeg_mem_src(c, buf, (unsigned long)len);
+    if (r->want_meta) {
+        /* Whole markers (one holds at most 65533 bytes), in libjpeg's
+         * pool: together no more than the file. */
+        jpeg_save_markers(c, JPEG_APP0 + 1, 0xFFFF);
+        jpeg_save_markers(c, JPEG_APP0 + 2, 0xFFFF);
+    }
     jpeg_read_header(c, TRUE);
     switch (c->jpeg_color_space) {
     case JCS_GRAYSCALE:
@@ -503,6 +545,129 @@ static void cmyk_to_rgb(const unsigned char *in, unsigned char *out, size_t widt
     }
 }
 
+/* ---------------------------------------------------- reading metadata */
+
+/* The identifiers that open the metadata markers (the NUL included). */
+static const unsigned char exif_id[6] = {'E', 'x', 'i', 'f', 0, 0};
+static const char xmp_id[] = "http://ns.adobe.com/xap/1.0/";  /* 29 bytes with its NUL */
+static const char icc_id[] = "ICC_PROFILE";                    /* 12 bytes with its NUL */
+#define ICC_CHUNK_HEADER_BYTES 14  /* icc_id, the chunk's number, the chunk count */
+
+static int marker_starts(jpeg_saved_marker_ptr k, const void *id, size_t id_bytes)
+{
+    return k->data_length >= id_bytes && memcmp(k->data, id, id_bytes) == 0;
+}
+
+/* The ICC profile of the APP2 "ICC_PROFILE" chunks (ICC.1, annex B.4):
+ * each gives its number, 1..count, and the count; the profile is their data
+ * in number order. *icc is NULL when there are none; a sequence that is not
+ * whole (a chunk missing, twice, numbered 0 or past the count, counts that
+ * disagree) gives NULL and why in `why`. *icc is malloc'd. */
+static gimg_status join_icc(j_decompress_ptr c, unsigned char **icc, size_t *icc_bytes,
+                            char *why, size_t why_size)
+{
+    jpeg_saved_marker_ptr chunk[256] = {NULL};
+    int count = 0;
+    *icc = NULL;
+    *icc_bytes = 0;
+    why[0] = '\0';
+    for (jpeg_saved_marker_ptr k = c->marker_list; k; k = k->next) {
+        if (k->marker != JPEG_APP0 + 2 || !marker_starts(k, icc_id, sizeof icc_id))
+            continue;
+        if (k->data_length < ICC_CHUNK_HEADER_BYTES) {
+            snprintf(why, why_size, "a chunk is shorter than its header");
+            return GIMG_OK;
+        }
+        const int number = k->data[12], n = k->data[13];
+        if (count && n != count) {
+            snprintf(why, why_size, "its chunks give counts of %d and %d", count, n);
+            return GIMG_OK;
+        }
+        if (number < 1 || number > n) {
+            snprintf(why, why_size, "a chunk is numbered %d of %d", number, n);
+            return GIMG_OK;
+        }
+        if (chunk[number]) {
+            snprintf(why, why_size, "chunk %d of %d appears twice", number, n);
+            return GIMG_OK;
+        }
+        count = n;
+        chunk[number] = k;
+    }
+    size_t total = 0;
+    for (int i = 1; i <= count; i++) {
+        if (!chunk[i]) {
+            snprintf(why, why_size, "chunk %d of %d is missing", i, count);
+            return GIMG_OK;
+        }
+        total += chunk[i]->data_length - ICC_CHUNK_HEADER_BYTES;
+    }
+    if (!count)
+        return GIMG_OK;
+    if (!total) {
+        snprintf(why, why_size, "its chunks are empty");
+        return GIMG_OK;
+    }
+    if (!(*icc = malloc(total)))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
+    size_t at = 0;
+    for (int i = 1; i <= count; i++) {
+        const size_t n = chunk[i]->data_length - ICC_CHUNK_HEADER_BYTES;
+        memcpy(*icc + at, chunk[i]->data + ICC_CHUNK_HEADER_BYTES, n);
+        at += n;
+    }
+    *icc_bytes = total;
+    return GIMG_OK;
+}
+
+/* The file's metadata (the head comment's "Metadata"), from the markers
+ * libjpeg kept while reading the header, into r->meta (left NULL when the
+ * file has none). Malformed metadata is dropped with a warning. */
+static gimg_status read_metadata(jpeg_reader *r)
+{
+    j_decompress_ptr c = &r->cinfo;
+    gimg_status st = GIMG_OK;
+    int have_exif = 0, have_xmp = 0;
+    for (jpeg_saved_marker_ptr k = c->marker_list; k && !st; k = k->next) {
+        if (k->marker != JPEG_APP0 + 1)
+            continue;
+        if (!have_exif && marker_starts(k, exif_id, sizeof exif_id)) {
+            have_exif = 1;
+            if (k->data_length > sizeof exif_id)
+                st = gimg_meta_add_exif(&r->meta, k->data + sizeof exif_id,
+                                        k->data_length - sizeof exif_id);
+        } else if (!have_xmp && marker_starts(k, xmp_id, sizeof xmp_id)) {
+            have_xmp = 1;
+            if (k->data_length > sizeof xmp_id)
+                st = gimg_meta_add_xmp(&r->meta, k->data + sizeof xmp_id,
+                                       k->data_length - sizeof xmp_id);
+        }
+    }
+    unsigned char *icc = NULL;
+    size_t icc_bytes;
+    char why[96];
+    if (!st)
+        st = join_icc(c, &icc, &icc_bytes, why, sizeof why);
+    if (!st && why[0])
+        gimg_meta_warn(&r->meta, "ICC profile dropped: %s", why);
+    else if (!st && icc && r->cmyk)
+        gimg_meta_warn(&r->meta, "ICC profile dropped: it describes the file's CMYK inks, "
+                                 "which are read as RGB");
+    else if (!st && icc)
+        st = gimg_meta_add_icc(&r->meta, icc, icc_bytes);
+    free(icc);
+    /* JFIF's density: unit 1 is dots per inch, 2 dots per cm; 0 gives
+     * only the pixels' aspect ratio, no resolution. */
+    const int per_inch = c->density_unit == 1, per_cm = c->density_unit == 2;
+    if (!st && c->saw_JFIF_marker && (per_inch || per_cm) && c->X_density && c->Y_density) {
+        if (!r->meta && !(r->meta = gimg_meta_new()))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
+        r->meta->x_dpi = c->X_density * (per_cm ? 2.54 : 1.0);
+        r->meta->y_dpi = c->Y_density * (per_cm ? 2.54 : 1.0);
+    }
+    return st;
+}
+
 /* Decodes into r's image: libjpeg writes the image's own rows, several
  * per call; CMYK goes through a strip of JPEG_ROWS_PER_CALL rows. */
 static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t len,
@@ -511,7 +676,7 @@ static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t l
     if (setjmp(r->guard.jump))
         return gimg_fail(r->guard.status, "%s", r->guard.why);
     gimg_status st = read_header(r, buf, len);
-    if (st)
+    if (st || (st = read_metadata(r)))
         return st;
     j_decompress_ptr c = &r->cinfo;
     c->dct_method = JDCT_ISLOW;
@@ -562,14 +727,18 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     memset(&im, 0, sizeof im);
     memset(out, 0, sizeof *out);
     guard_init(&r.guard, 1);
+    r.want_meta = 1;
     gimg_status st = decode_run(&r, buf, len, &im);
     if (r.created)
         jpeg_destroy_decompress(&r.cinfo);
     free(r.cmyk_rows);
-    if (st)
+    if (st) {
         gimg_image_free(&im);
-    else
+        gimg_meta_free(r.meta);
+    } else {
+        im.meta = r.meta;
         *out = im;
+    }
     return st;
 }
 
@@ -676,6 +845,65 @@ static void set_parameters(j_compress_ptr c, const gimg_image *im, const gimg_wr
     }
     c->dct_method = JDCT_ISLOW;
     c->restart_in_rows = restart_rows;
+    const gimg_meta *m = im->meta;
+    if (m && (m->x_dpi > 0 || m->y_dpi > 0)) {
+        /* JFIF's density in dots per inch, rounded, within its 16 bits;
+         * one direction given stands for both. */
+        const double x = m->x_dpi > 0 ? m->x_dpi : m->y_dpi, y = m->y_dpi > 0 ? m->y_dpi : x;
+        c->density_unit = 1;
+        c->X_density = (UINT16)(x < 1 ? 1 : x >= 65535 ? 65535 : x + 0.5);
+        c->Y_density = (UINT16)(y < 1 ? 1 : y >= 65535 ? 65535 : y + 0.5);
+    }
+}
+
+/* What one marker holds: its data, after its 2-byte length, is at most
+ * 65533 bytes; after the identifiers, an EXIF block of 65527 bytes, an XMP
+ * packet of 65504 and an ICC chunk of 65519, with at most 255 chunks. */
+#define JPEG_MARKER_MAX_BYTES 65533u
+#define JPEG_MAX_EXIF_BYTES (JPEG_MARKER_MAX_BYTES - sizeof exif_id)
+#define JPEG_MAX_XMP_BYTES (JPEG_MARKER_MAX_BYTES - sizeof xmp_id)
+#define JPEG_ICC_CHUNK_BYTES (JPEG_MARKER_MAX_BYTES - ICC_CHUNK_HEADER_BYTES)
+#define JPEG_MAX_ICC_BYTES ((size_t)255 * JPEG_ICC_CHUNK_BYTES)
+
+/* The kinds of m (GIMG_META_*) too large for JPEG's markers, which the
+ * encoder leaves out. */
+static unsigned unfit_meta(const gimg_meta *m)
+{
+    if (!m)
+        return 0;
+    return (m->exif_bytes > JPEG_MAX_EXIF_BYTES ? GIMG_META_EXIF : 0u) |
+           (m->xmp_bytes > JPEG_MAX_XMP_BYTES ? GIMG_META_XMP : 0u) |
+           (m->icc_bytes > JPEG_MAX_ICC_BYTES ? GIMG_META_ICC : 0u);
+}
+
+/* One marker: the identifier, then the payload (its sum within a
+ * marker's size: unfit_meta says). */
+static void write_marker(j_compress_ptr c, int marker, const void *id, size_t id_bytes,
+                         const unsigned char *p, size_t n)
+{
+    jpeg_write_m_header(c, marker, (unsigned)(id_bytes + n));
+    for (size_t i = 0; i < id_bytes; i++)
+        jpeg_write_m_byte(c, ((const unsigned char *)id)[i]);
+    for (size_t i = 0; i < n; i++)
+        jpeg_write_m_byte(c, p[i]);
+}
+
+/* The image's metadata markers, after the JFIF marker libjpeg has written
+ * (between jpeg_start_compress and the first row), in the order of libvips
+ * and ImageMagick: EXIF APP1, XMP APP1, ICC APP2 chunks. What does not fit
+ * is left out (unfit_meta). */
+static void write_metadata(j_compress_ptr c, const gimg_meta *m)
+{
+    if (!m)
+        return;
+    const unsigned unfit = unfit_meta(m);
+    if (m->exif_bytes && !(unfit & GIMG_META_EXIF))
+        write_marker(c, JPEG_APP0 + 1, exif_id, sizeof exif_id, m->exif, m->exif_bytes);
+    if (m->xmp_bytes && !(unfit & GIMG_META_XMP))
+        write_marker(c, JPEG_APP0 + 1, xmp_id, sizeof xmp_id, m->xmp, m->xmp_bytes);
+    /* libjpeg's own chunking (cjpeg -icc's): JPEG_ICC_CHUNK_BYTES a chunk. */
+    if (m->icc_bytes && !(unfit & GIMG_META_ICC))
+        jpeg_write_icc_profile(c, m->icc, (unsigned)m->icc_bytes);
 }
 
 /* Hands libjpeg the image's rows first_row.. in place, whatever the
@@ -708,6 +936,7 @@ static gimg_status libjpeg_run(jpeg_writer *w, const gimg_image *im, const gimg_
         jpeg_simple_progression(c);
     c->optimize_coding = TRUE;
     jpeg_start_compress(c, TRUE);
+    write_metadata(c, im->meta);
     write_rows(c, im, 0);
     jpeg_finish_compress(c);
     return GIMG_OK;
@@ -947,6 +1176,8 @@ static gimg_status code_run(jpeg_writer *w, const jpeg_stripe *s, const gimg_ima
     install_tables(c, counts);
     c->optimize_coding = FALSE;
     jpeg_start_compress(c, TRUE);
+    if (s->first_interval == 0)  /* the stripe whose headers the file keeps */
+        write_metadata(c, im->meta);
     write_rows(c, im, s->first_row);
     jpeg_finish_compress(c);
     return GIMG_OK;
@@ -1185,5 +1416,16 @@ static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsign
 }
 
 const gimg_codec gimg_codec_jpeg = {
-    GIMG_FMT_JPEG, "JPEG", "jpg jpeg jpe", 0, sniff, probe, decode, layout, encode,
+    .format = GIMG_FMT_JPEG,
+    .name = "JPEG",
+    .extensions = "jpg jpeg jpe",
+    .multi_page = 0,
+    .sniff = sniff,
+    .probe = probe,
+    .decode = decode,
+    .layout = layout,
+    .encode = encode,
+    .meta = GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP | GIMG_META_RESOLUTION,
+    .maxval_rule = GIMG_MAXVAL_FULL,
+    .unfit_meta = unfit_meta,
 };

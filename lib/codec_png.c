@@ -22,8 +22,34 @@
  *  - gray and RGB with a tRNS become gray+alpha and RGBA: alpha 0 on the
  *    pixels of tRNS's colour, opaque elsewhere, as ImageMagick and libvips
  *    decode them;
- *  - gAMA, sBIT, iCCP and the like leave the samples as they are (as in
+ *  - sBIT: when it gives every channel (alpha included) the same b
+ *    significant bits, fewer than the bit depth of an 8- or 16-bit gray or
+ *    RGB image, the samples are brought down to them (v >> (depth - b),
+ *    which undoes the specification's left bit replication exactly) and
+ *    the image's maxval is 2^b - 1: a 12-bit scan in a 16-bit PNG reads as
+ *    0..4095, as its PGM would. Channels that disagree (RGB 5,6,5, or an
+ *    8-bit alpha beside 5-bit colours) have no one maxval: sBIT is then
+ *    ignored and the samples keep the full range, as they are for palettes
+ *    and gray below 8 bits (scaled to 8 as above); tRNS's alpha follows
+ *    the maxval (0 or 2^b - 1);
+ *  - gAMA, cHRM, sRGB and the like leave the samples as they are (as in
  *    libvips and ImageMagick).
+ * Metadata (out->meta): the ICC profile (iCCP), EXIF (eXIf), the XMP
+ * packet (the iTXt of keyword "XML:com.adobe.xmp"), the other text chunks
+ * (tEXt, zTXt, iTXt, in file order, with their kind, language and
+ * translated keyword) and the resolution (pHYs in pixels per metre, as
+ * dpi = ppm * 0.0254, or the whole dpi that rounds to this ppm when there
+ * is one: 11811 ppm is 300 dpi, not 299.9994; a pHYs of unknown unit
+ * gives none). Malformed
+ * metadata never refuses the file: it is dropped with a warning
+ * (out->meta->warning) and the image decoded. libspng 0.7.3 parses these
+ * chunks itself, and drops without a word one that is malformed,
+ * misplaced, repeated (a second iCCP or eXIf) or whose CRC does not match:
+ * the chunks are counted from the file (count_meta_chunks()) and what it
+ * dropped is reported. meta.c caps what it keeps: an ICC profile, EXIF
+ * block or XMP packet over 16 MiB, a text over 1 MiB (after inflation),
+ * an EXIF block whose IFDs point past it or loop, are dropped with a
+ * warning.
  * Checks and limits:
  *  - the size, from IHDR, goes through gimg_check_size() before anything is
  *    allocated for the pixels (libspng's own limit is set to 2^24 a side);
@@ -46,8 +72,14 @@
  *  - ancillary chunks (text, ICC profiles, Exif), which libspng reads and
  *    keeps whether asked or not: at most 64 MiB in one chunk, 64 MiB in
  *    all (decompressed), 1000 chunks (libspng's default); past those the
- *    file is refused (GIMG_E_LIMIT), as libvips refuses it past 60 MB: a
- *    zTXt that inflates without end costs 64 MiB at most;
+ *    file is refused (GIMG_E_LIMIT), as libvips refuses it past 60 MB.
+ *    libspng inflates zTXt, compressed iTXt and iCCP into a buffer it
+ *    doubles from 8 KiB up to what is left of those limits, and stops with
+ *    that error there: a zTXt that inflates without end costs 64 MiB at
+ *    most (96 while the last doubling copies), and the time to inflate
+ *    that much. A bomb below the limits (a zTXt of 20 MB of text) is
+ *    inflated, then dropped with a warning, being over meta.c's 1 MiB
+ *    (libspng ends a text at its first NUL: one of zeros is empty);
  *  - libspng 0.7.3 puts the pixels of interlaced 1-, 2- and 4-bit images
  *    in place by OR-ing them into its output: that is zeroed first.
  * libspng's error codes are worded for people ("corrupt PNG file: ...",
@@ -58,8 +90,21 @@
  *
  * stb_image_write's PNG writer is not used: on a 12-megapixel photo its row
  * filtering alone takes about as long as our whole encode, and it has no
- * 16-bit mode. Output is the minimal valid file: IHDR, IDAT (split only
- * past 1 GiB), IEND.
+ * 16-bit mode. Output: IHDR; what im->meta holds (write.c has removed
+ * what --strip drops) and the maxval needs, in this order: iCCP (the
+ * profile named "icc", as libvips names it), sBIT, pHYs (dpi to pixels per
+ * metre, rounded), eXIf, the XMP packet as an uncompressed iTXt (as the
+ * XMP specification asks), then the text chunks in their order: tEXt,
+ * zTXt when compressed, iTXt when international (with its language and
+ * translated keyword); then IDAT (split only past 1 GiB), IEND. iCCP and
+ * compressed texts use the output's level (0: stored).
+ *
+ * Samples: an image of maxval 2^b - 1 (write.c rescales other maxvals:
+ * the row's rule is GIMG_MAXVAL_BITS) is stored at its own 8 or 16 bits
+ * (a PNM of maxval 255 or less reads as 8-bit, above as 16-bit), scaled
+ * up by left bit replication (12.5 of the PNG specification: v << 4 |
+ * v >> 8 for 12 bits in 16), with an sBIT of b: readers that honour sBIT
+ * (ours) get 0..2^b - 1 back exactly, the others the full range.
  *
  * Filtering: each row gets the filter whose output has the smallest sum of
  * absolute values, bytes taken as signed (the heuristic libpng and most
@@ -196,15 +241,95 @@ static void to_big_endian(const unsigned char *row, size_t n, unsigned char *out
     }
 }
 
-/* Fills raw with the filtered scanlines: per row a type byte then n bytes. */
-static gimg_status filter_image(const gimg_image *im, size_t n, unsigned char *raw)
+/* ------------------------------------------------------ the samples */
+
+/* How an image's samples are stored: at their own 8 or 16 bits; samples
+ * of b significant bits (maxval 2^b - 1, b below that) are scaled up by
+ * left bit replication (PNG specification, 12.5: v << 4 | v >> 8 for 12
+ * bits in 16), with an sBIT chunk saying b, so that readers that honour
+ * sBIT shift them back exactly and the others see the full range. A
+ * 16-bit image of maxval 255 or less stays 16-bit (sBIT 8 or less): it
+ * reads back as it was, sample size included. */
+typedef struct {
+    unsigned depth;    /* stored bits a sample: 8 or 16 */
+    unsigned sbit;     /* significant bits for sBIT; 0 for none */
+    unsigned maxval;   /* the image's effective maxval */
+    uint16_t *lut;     /* sample (at most maxval) -> stored value; NULL: stored as they are */
+} png_samples;
+
+/* v, of b bits, scaled to depth bits by repeating its bits from the top. */
+static unsigned replicate_bits(unsigned v, unsigned b, unsigned depth)
 {
-    size_t bpp = gimg_pixel_bytes(im);
+    unsigned out = 0;
+    for (int at = (int)depth - (int)b; at > -(int)b; at -= (int)b)
+        out |= at >= 0 ? v << at : v >> -at;
+    return out;
+}
+
+static gimg_status plan_samples(const gimg_image *im, png_samples *s)
+{
+    const unsigned full = im->sample == GIMG_U8 ? 255u : 65535u;
+    memset(s, 0, sizeof *s);
+    s->maxval = im->maxval && im->maxval < full ? im->maxval : full;
+    s->depth = 8 * (unsigned)im->sample;
+    if (s->maxval == full)
+        return GIMG_OK;
+    unsigned b = 1;
+    while ((1u << b) - 1 < s->maxval)
+        b++;
+    /* write.c rescales other maxvals first (the row's GIMG_MAXVAL_BITS). */
+    if ((1u << b) - 1 != s->maxval)
+        return gimg_fail(GIMG_E_FORMAT, "PNG holds maxvals of 2^b - 1 only (sBIT), not %u",
+                         s->maxval);
+    s->sbit = b;
+    if (!(s->lut = malloc((s->maxval + 1) * sizeof *s->lut)))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding PNG");
+    for (unsigned v = 0; v <= s->maxval; v++)
+        s->lut[v] = (uint16_t)replicate_bits(v, b, s->depth);
+    return GIMG_OK;
+}
+
+/* Row y as stored (n bytes, 16-bit samples big-endian): the image's own
+ * row when it is stored as it is at 8 bits, else filled into work. A
+ * sample over the maxval is stored as the maxval. */
+static const unsigned char *stored_row(const gimg_image *im, const png_samples *s, int y,
+                                       size_t n, unsigned char *work)
+{
+    const unsigned char *row = gimg_row(im, y);
+    if (!s->lut) {
+        if (im->sample == GIMG_U8)
+            return row;
+        to_big_endian(row, n, work);
+        return work;
+    }
+    const size_t count = (size_t)im->width * (size_t)im->channels;
+    const unsigned top = s->maxval;
+    const uint16_t *lut = s->lut;
+    if (im->sample == GIMG_U8) {
+        for (size_t i = 0; i < count; i++)
+            work[i] = (unsigned char)lut[row[i] < top ? row[i] : top];
+    } else {
+        const uint16_t *src = (const uint16_t *)row;
+        for (size_t i = 0; i < count; i++) {
+            const unsigned v = lut[src[i] < top ? src[i] : top];
+            work[2 * i] = (unsigned char)(v >> 8);
+            work[2 * i + 1] = (unsigned char)v;
+        }
+    }
+    return work;
+}
+
+/* Fills raw with the filtered scanlines: per row a type byte then the n
+ * bytes of the row as stored. */
+static gimg_status filter_image(const gimg_image *im, const png_samples *s, size_t n,
+                                unsigned char *raw)
+{
+    const size_t bpp = (size_t)im->channels * s->depth / 8;
     int failed = 0;
 #pragma omp parallel
     {
-        /* Per thread: a zero row (above the first), and for 16-bit the
-         * big-endian current and previous rows. */
+        /* Per thread: a zero row (above the first), and room for the
+         * current and previous rows as stored. */
         unsigned char *work = calloc(3, n ? n : 1);
         if (!work) {
 #pragma omp atomic write
@@ -214,17 +339,8 @@ static gimg_status filter_image(const gimg_image *im, size_t n, unsigned char *r
         for (int y = 0; y < im->height; y++) {
             if (!work)
                 continue;
-            const unsigned char *cur, *prev;
-            if (im->sample == GIMG_U8) {
-                cur = gimg_row(im, y);
-                prev = y ? gimg_row(im, y - 1) : work;
-            } else {
-                to_big_endian(gimg_row(im, y), n, work + n);
-                if (y)
-                    to_big_endian(gimg_row(im, y - 1), n, work + 2 * n);
-                cur = work + n;
-                prev = y ? work + 2 * n : work;
-            }
+            const unsigned char *cur = stored_row(im, s, y, n, work + n);
+            const unsigned char *prev = y ? stored_row(im, s, y - 1, n, work + 2 * n) : work;
             unsigned char *out = raw + (size_t)y * (n + 1);
             int type = choose_filter(cur, prev, n, bpp);
             out[0] = (unsigned char)type;
@@ -690,7 +806,8 @@ typedef struct {
     const unsigned char *raw;
     size_t raw_size;
     int level;
-    unsigned char *out;   /* HEAD bytes, then the zlib stream */
+    unsigned char *out;   /* head bytes, then the zlib stream */
+    size_t head;
     size_t avail;
     size_t zlen;          /* 0 on failure */
 } ldjob;
@@ -699,7 +816,7 @@ static void *run_libdeflate(void *arg)
 {
     ldjob *j = arg;
     struct libdeflate_compressor *c = libdeflate_alloc_compressor(j->level);
-    j->zlen = c ? libdeflate_zlib_compress(c, j->raw, j->raw_size, j->out + HEAD, j->avail) : 0;
+    j->zlen = c ? libdeflate_zlib_compress(c, j->raw, j->raw_size, j->out + j->head, j->avail) : 0;
     libdeflate_free_compressor(c);
     return NULL;
 }
@@ -753,33 +870,237 @@ static unsigned char *put_chunk(unsigned char *p, const char type[4], size_t n)
     return put32(p + 8 + n, crc);
 }
 
-/* Room a candidate output needs around a zlib stream of up to `bound`. */
-static int output_capacity(size_t bound, size_t *cap)
+/* ------------------------------------------- the chunks before the data */
+
+/* PNG's largest chunk. */
+#define CHUNK_MAX ((size_t)0x7fffffff)
+/* The name our iCCP chunks give their profile, as libvips names it. */
+#define ICC_NAME "icc"
+#define XMP_KEYWORD "XML:com.adobe.xmp"
+
+/* The chunks written between IHDR and the image data, built before the
+ * pixels are compressed so that the output can leave room for them. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int level;                          /* the output's level, for iCCP and zTXt */
+    struct libdeflate_compressor *z;    /* made when first needed */
+} chunk_list;
+
+/* Makes room for a chunk of up to n bytes of data: *data is where they go. */
+static gimg_status chunk_room(chunk_list *c, size_t n, unsigned char **data)
 {
-    size_t max_chunks = bound / IDAT_MAX + 1;
-    return !__builtin_add_overflow(bound, HEAD + 12 * max_chunks + 12, cap);
+    if (n > CHUNK_MAX)
+        return gimg_fail(GIMG_E_LIMIT, "PNG metadata of %zu bytes is over the chunk limit of "
+                                       "2^31 - 1", n);
+    size_t need = c->len + 12 + n;
+    if (need > c->cap) {
+        size_t cap = c->cap * 2 > need ? c->cap * 2 : need;
+        unsigned char *p = realloc(c->p, cap);
+        if (!p)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory encoding PNG metadata");
+        c->p = p;
+        c->cap = cap;
+    }
+    *data = c->p + c->len + 8;
+    return GIMG_OK;
 }
 
-/* Turns out (HEAD bytes, then a zlib stream of zlen) into the PNG file. */
-static size_t finish_png(const gimg_image *im, unsigned char *out, size_t zlen)
+/* Frames the n bytes of data written where chunk_room() said. */
+static void chunk_close(chunk_list *c, const char type[4], size_t n)
+{
+    put_chunk(c->p + c->len, type, n);
+    c->len += 12 + n;
+}
+
+/* Appends a chunk of the parts given (up to 5; a part of size 0 may be
+ * NULL), the last compressed (a zlib stream) when `compress_last`. */
+static gimg_status add_chunk(chunk_list *c, const char type[4], int parts,
+                             const void *const *part, const size_t *size, int compress_last)
+{
+    size_t n = 0, bound = 0;
+    for (int k = 0; k < parts; k++)
+        if (__builtin_add_overflow(n, size[k], &n))
+            return gimg_fail(GIMG_E_LIMIT, "PNG metadata too large");
+    if (compress_last) {
+        if (!c->z && !(c->z = libdeflate_alloc_compressor(c->level)))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory encoding PNG metadata");
+        bound = libdeflate_zlib_compress_bound(c->z, size[parts - 1]);
+        n = n - size[parts - 1];
+        if (__builtin_add_overflow(n, bound, &bound))
+            return gimg_fail(GIMG_E_LIMIT, "PNG metadata too large");
+    }
+    unsigned char *data = NULL;
+    gimg_status st = chunk_room(c, compress_last ? bound : n, &data);
+    if (st)
+        return st;
+    size_t at = 0;
+    for (int k = 0; k < parts - (compress_last != 0); k++) {
+        if (size[k])
+            memcpy(data + at, part[k], size[k]);
+        at += size[k];
+    }
+    if (compress_last) {
+        size_t z = libdeflate_zlib_compress(c->z, part[parts - 1], size[parts - 1], data + at,
+                                            bound - at);
+        if (!z)   /* never: the bound holds the stream */
+            return gimg_fail(GIMG_E_NOMEM, "PNG metadata did not compress");
+        at += z;
+        if (at > CHUNK_MAX)
+            return gimg_fail(GIMG_E_LIMIT, "PNG metadata of %zu bytes is over the chunk limit "
+                                           "of 2^31 - 1", at);
+    }
+    chunk_close(c, type, at);
+    return GIMG_OK;
+}
+
+/* A keyword as PNG has them: 1-79 printable Latin-1 characters, no
+ * leading, trailing or consecutive spaces (libspng drops others). */
+static int valid_keyword(const char *k)
+{
+    const size_t n = k ? strlen(k) : 0;
+    if (n < 1 || n > 79 || k[0] == ' ' || k[n - 1] == ' ')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)k[i];
+        if (ch < 32 || (ch > 126 && ch < 161) || (ch == ' ' && k[i + 1] == ' '))
+            return 0;
+    }
+    return 1;
+}
+
+/* An iTXt chunk: keyword, compression flag and method, language tag,
+ * translated keyword, then the text (a zlib stream when compressed). */
+static gimg_status add_itxt(chunk_list *c, const char *keyword, int compressed,
+                            const char *language, const char *translated, const char *text,
+                            size_t text_bytes)
+{
+    const unsigned char flags[2] = { compressed ? 1 : 0, 0 };
+    language = language ? language : "";
+    translated = translated ? translated : "";
+    const void *part[5] = { keyword, flags, language, translated, text };
+    const size_t size[5] = { strlen(keyword) + 1, 2, strlen(language) + 1,
+                             strlen(translated) + 1, text_bytes };
+    return add_chunk(c, "iTXt", 5, part, size, compressed);
+}
+
+/* A text chunk of m: tEXt, zTXt when compressed, iTXt when international. */
+static gimg_status add_text(chunk_list *c, const gimg_text *t)
+{
+    if (!valid_keyword(t->keyword))
+        return gimg_fail(GIMG_E_FORMAT, "PNG text keyword \"%.79s\" is not 1-79 printable "
+                                        "Latin-1 characters", t->keyword ? t->keyword : "");
+    const char *text = t->text ? t->text : "";
+    if (t->international)
+        return add_itxt(c, t->keyword, t->compressed, t->language, t->translated_keyword, text,
+                        strlen(text));
+    static const unsigned char method = 0;
+    const void *part[3] = { t->keyword, &method, text };
+    size_t size[3] = { strlen(t->keyword) + 1, 1, strlen(text) };
+    if (t->compressed)
+        return add_chunk(c, "zTXt", 3, part, size, 1);
+    return add_chunk(c, "tEXt", 2, (const void *[]){ t->keyword, text },
+                     (const size_t[]){ size[0], size[2] }, 0);
+}
+
+/* Pixels per metre for dpi, rounded; 0 for none. */
+static uint32_t pixels_per_metre(double dpi)
+{
+    if (!(dpi > 0))
+        return 0;
+    const double ppm = dpi / 0.0254 + 0.5;
+    return ppm >= 2147483647.0 ? 0x7fffffffu : (uint32_t)ppm;
+}
+
+/* The chunks im needs before its image data, in this order: iCCP, sBIT,
+ * pHYs, eXIf, the XMP packet (an uncompressed iTXt, as the XMP
+ * specification asks), then the text chunks in their order. */
+static gimg_status build_chunks(const gimg_image *im, const png_samples *s, chunk_list *c)
+{
+    const gimg_meta *m = im->meta;
+    gimg_status st = GIMG_OK;
+    if (m && m->icc_bytes) {
+        static const unsigned char method = 0;
+        const void *part[3] = { ICC_NAME, &method, m->icc };
+        const size_t size[3] = { sizeof ICC_NAME, 1, m->icc_bytes };
+        if ((st = add_chunk(c, "iCCP", 3, part, size, 1)))
+            return st;
+    }
+    if (s->sbit) {
+        unsigned char bits[4];
+        memset(bits, (int)s->sbit, sizeof bits);
+        const void *part[1] = { bits };
+        const size_t size[1] = { (size_t)im->channels };
+        if ((st = add_chunk(c, "sBIT", 1, part, size, 0)))
+            return st;
+    }
+    if (!m)
+        return GIMG_OK;
+    uint32_t x = pixels_per_metre(m->x_dpi), y = pixels_per_metre(m->y_dpi);
+    if (x || y) {
+        unsigned char phys[9];
+        put32(phys, x ? x : y);
+        put32(phys + 4, y ? y : x);
+        phys[8] = 1;   /* the metre */
+        const void *part[1] = { phys };
+        const size_t size[1] = { sizeof phys };
+        if ((st = add_chunk(c, "pHYs", 1, part, size, 0)))
+            return st;
+    }
+    if (m->exif_bytes) {
+        const void *part[1] = { m->exif };
+        const size_t size[1] = { m->exif_bytes };
+        if ((st = add_chunk(c, "eXIf", 1, part, size, 0)))
+            return st;
+    }
+    if (m->xmp_bytes &&
+        (st = add_itxt(c, XMP_KEYWORD, 0, NULL, NULL, (const char *)m->xmp, m->xmp_bytes)))
+        return st;
+    for (int i = 0; i < m->n_texts && !st; i++)
+        st = add_text(c, &m->texts[i]);
+    return st;
+}
+
+/* Bytes before the zlib stream: signature, IHDR chunk, the chunks of
+ * build_chunks(), first IDAT header. */
+static size_t head_bytes(const chunk_list *c)
+{
+    return HEAD + c->len;
+}
+
+/* Room a candidate output needs around a zlib stream of up to `bound`,
+ * after `head` bytes. */
+static int output_capacity(size_t bound, size_t head, size_t *cap)
+{
+    size_t max_chunks = bound / IDAT_MAX + 1;
+    return !__builtin_add_overflow(bound, head + 12 * max_chunks + 12, cap);
+}
+
+/* Turns out (head bytes, then a zlib stream of zlen) into the PNG file. */
+static size_t finish_png(const gimg_image *im, const png_samples *s, const chunk_list *c,
+                         unsigned char *out, size_t zlen)
 {
     static const unsigned char color_type[5] = { 0, 0, 4, 2, 6 };
+    const size_t head = head_bytes(c);
     unsigned char *p = out;
     memcpy(p, "\x89PNG\r\n\x1a\n", 8);
     p += 8;
     unsigned char *ihdr = p + 8;
     put32(ihdr, (uint32_t)im->width);
     put32(ihdr + 4, (uint32_t)im->height);
-    ihdr[8] = (unsigned char)(im->sample * 8);   /* bit depth */
+    ihdr[8] = (unsigned char)s->depth;
     ihdr[9] = color_type[im->channels];
     ihdr[10] = ihdr[11] = ihdr[12] = 0;          /* deflate, adaptive filters, no interlace */
     p = put_chunk(p, "IHDR", 13);
+    if (c->len)
+        memcpy(p, c->p, c->len);
+    p += c->len;
 
     /* Spread the chunks out, from the last back, each moving by the 12
      * bytes of framing of every chunk before it; then frame them. */
     size_t chunks = (zlen + IDAT_MAX - 1) / IDAT_MAX;
     for (size_t k = chunks; k-- > 1;)
-        memmove(out + HEAD + k * IDAT_MAX + 12 * k, out + HEAD + k * IDAT_MAX,
+        memmove(out + head + k * IDAT_MAX + 12 * k, out + head + k * IDAT_MAX,
                 k + 1 == chunks ? zlen - k * IDAT_MAX : IDAT_MAX);
     for (size_t k = 0; k < chunks; k++)
         p = put_chunk(p, "IDAT", k + 1 == chunks ? zlen - k * IDAT_MAX : IDAT_MAX);
@@ -787,36 +1108,19 @@ static size_t finish_png(const gimg_image *im, unsigned char *out, size_t zlen)
     return (size_t)(p - out);
 }
 
-gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf, size_t *len)
+/* Compresses the filtered rows into a PNG of the chunks c (see the head
+ * comment: libdeflate and the entropy coder race). Frees raw. */
+static gimg_status compress_png(const gimg_image *im, const png_samples *s, const chunk_list *c,
+                                int level, unsigned char *raw, size_t raw_size,
+                                unsigned char **buf, size_t *len)
 {
-    *buf = NULL;
-    *len = 0;
-    if ((im->sample != GIMG_U8 && im->sample != GIMG_U16) || im->channels < 1 ||
-        im->channels > 4)
-        return gimg_fail(GIMG_E_FORMAT, "PNG cannot hold a %d-channel %d-bit image",
-                         im->channels, (int)im->sample * 8);
-    if (level < 0 || level > 12)
-        return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", level);
-
-    size_t n = (size_t)im->width * gimg_pixel_bytes(im), raw_size;
-    if (__builtin_add_overflow(n, 1, &raw_size) ||
-        __builtin_mul_overflow(raw_size, (size_t)im->height, &raw_size))
-        return gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
-    unsigned char *raw = malloc(raw_size);
-    if (!raw)
-        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", raw_size);
-    gimg_status st = filter_image(im, n, raw);
-    if (st) {
-        free(raw);
-        return st;
-    }
-
+    const size_t head = head_bytes(c);
     /* Two candidate outputs, each with room for the PNG around its zlib
      * stream: libdeflate's (job.out) and the entropy coder's (en_out). */
-    ldjob job = { .raw = raw, .raw_size = raw_size, .level = level };
+    ldjob job = { .raw = raw, .raw_size = raw_size, .level = level, .head = head };
     size_t ld_cap = 0, en_cap = 0, en_len = 0;
     unsigned char *en_out = NULL;
-    if (!output_capacity(entropy_bound(raw_size), &en_cap)) {
+    if (!output_capacity(entropy_bound(raw_size), head, &en_cap)) {
         free(raw);
         return gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
     }
@@ -828,7 +1132,7 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
         struct libdeflate_compressor *probe = libdeflate_alloc_compressor(level);
         size_t bound = probe ? libdeflate_zlib_compress_bound(probe, raw_size) : 0;
         libdeflate_free_compressor(probe);
-        if (!bound || !output_capacity(bound, &ld_cap) || !(job.out = malloc(ld_cap))) {
+        if (!bound || !output_capacity(bound, head, &ld_cap) || !(job.out = malloc(ld_cap))) {
             free(en_out);
             free(raw);
             return gimg_fail(GIMG_E_NOMEM, "out of memory allocating the PNG output");
@@ -839,7 +1143,7 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
     if (job.out && en_out) {
         pthread_t t;
         int threaded = pthread_create(&t, NULL, run_libdeflate, &job) == 0;
-        en_len = deflate_entropy(raw, raw_size, en_out + HEAD);
+        en_len = deflate_entropy(raw, raw_size, en_out + head);
         if (threaded)
             pthread_join(t, NULL);
         else
@@ -847,7 +1151,7 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
     } else if (job.out) {
         run_libdeflate(&job);
     } else {
-        en_len = deflate_entropy(raw, raw_size, en_out + HEAD);
+        en_len = deflate_entropy(raw, raw_size, en_out + head);
     }
     free(raw);
 
@@ -864,11 +1168,47 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
         free(out);
         return gimg_fail(GIMG_E_NOMEM, "out of memory compressing PNG data");
     }
-    size_t total = finish_png(im, out, zlen);
+    size_t total = finish_png(im, s, c, out, zlen);
     unsigned char *shrunk = realloc(out, total);
     *buf = shrunk ? shrunk : out;
     *len = total;
     return GIMG_OK;
+}
+
+gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if ((im->sample != GIMG_U8 && im->sample != GIMG_U16) || im->channels < 1 ||
+        im->channels > 4)
+        return gimg_fail(GIMG_E_FORMAT, "PNG cannot hold a %d-channel %d-bit image",
+                         im->channels, (int)im->sample * 8);
+    if (level < 0 || level > 12)
+        return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", level);
+
+    png_samples s;
+    chunk_list c = { .level = level };
+    unsigned char *raw = NULL;
+    size_t n = 0, raw_size = 0;
+    gimg_status st = plan_samples(im, &s);
+    if (!st)
+        st = build_chunks(im, &s, &c);
+    if (!st) {
+        n = (size_t)im->width * (size_t)im->channels * (s.depth / 8);
+        if (__builtin_add_overflow(n, 1, &raw_size) ||
+            __builtin_mul_overflow(raw_size, (size_t)im->height, &raw_size))
+            st = gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
+        else if (!(raw = malloc(raw_size)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", raw_size);
+    }
+    if (!st && (st = filter_image(im, &s, n, raw)))
+        free(raw);
+    if (!st)
+        st = compress_png(im, &s, &c, level, raw, raw_size, buf, len);   /* frees raw */
+    free(s.lut);
+    free(c.p);
+    libdeflate_free_compressor(c.z);
+    return st;
 }
 
 /* ------------------------------------------------------------ reading */
@@ -1214,6 +1554,173 @@ static void *side_work(void *arg)
     return NULL;
 }
 
+/* -------------------------------------------------- the metadata read */
+
+/* The metadata chunks the file holds, counted by walking it up to IEND,
+ * against which what libspng kept is compared: it drops an ancillary
+ * chunk that is malformed, misplaced, repeated or whose CRC does not
+ * match without a word, and we say so. */
+enum { K_ICCP, K_EXIF, K_TEXT, K_ZTXT, K_ITXT, K_KINDS };
+static const char meta_chunk_type[K_KINDS][5] = { "iCCP", "eXIf", "tEXt", "zTXt", "iTXt" };
+
+typedef struct {
+    unsigned present[K_KINDS], bad_crc[K_KINDS];
+} chunk_census;
+
+static void count_meta_chunks(const unsigned char *buf, size_t len, chunk_census *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t p = 8; p < len && len - p >= 12;) {
+        const uint32_t n = gimg_be32(buf + p);
+        const unsigned char *t = buf + p + 4;
+        if (len - p - 12 < n || memcmp(t, "IEND", 4) == 0)
+            break;
+        for (int k = 0; k < K_KINDS; k++)
+            if (memcmp(t, meta_chunk_type[k], 4) == 0) {
+                c->present[k]++;
+                c->bad_crc[k] += libdeflate_crc32(0, t, (size_t)n + 4) != gimg_be32(t + 4 + n);
+            }
+        p += 12 + (size_t)n;
+    }
+}
+
+/* The significant bits sBIT gives every channel of an 8- or 16-bit gray
+ * or RGB image (with or without alpha), when they agree and are fewer
+ * than the bit depth; 0 otherwise (no sBIT, a palette, gray below 8 bits,
+ * or channels that disagree, as RGB 5,6,5: the samples are then left as
+ * they are, in the full range). */
+static unsigned significant_bits(spng_ctx *ctx, const png_header *h)
+{
+    struct spng_sbit sb;
+    if (h->ihdr.bit_depth < 8 || h->ihdr.color_type == SPNG_COLOR_TYPE_INDEXED ||
+        spng_get_sbit(ctx, &sb) != 0)
+        return 0;
+    unsigned bits[4], n = 0;
+    switch (h->ihdr.color_type) {
+    case SPNG_COLOR_TYPE_GRAYSCALE: bits[n++] = sb.grayscale_bits; break;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+        bits[n++] = sb.grayscale_bits;
+        bits[n++] = sb.alpha_bits;
+        break;
+    default:   /* RGB, RGBA */
+        bits[n++] = sb.red_bits;
+        bits[n++] = sb.green_bits;
+        bits[n++] = sb.blue_bits;
+        if (h->ihdr.color_type == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA)
+            bits[n++] = sb.alpha_bits;
+        break;
+    }
+    for (unsigned k = 1; k < n; k++)
+        if (bits[k] != bits[0])
+            return 0;
+    return bits[0] >= 1 && bits[0] < h->ihdr.bit_depth ? bits[0] : 0;
+}
+
+/* Brings every sample (tRNS's alpha too: 0 or the maxval then) down to
+ * its b significant bits, the top b of the stored depth: v >> (depth - b)
+ * undoes the left bit replication (or zero filling) writers scale with. */
+static void keep_significant_bits(gimg_image *im, unsigned shift)
+{
+    const size_t count = (size_t)im->width * (size_t)im->channels;
+    const int big = (size_t)im->height * count * (size_t)im->sample >= SIDE_THREAD_MIN;
+#pragma omp parallel for schedule(static) if (big)
+    for (int y = 0; y < im->height; y++) {
+        if (im->sample == GIMG_U16) {
+            uint16_t *p = (uint16_t *)gimg_row(im, y);
+#pragma omp simd
+            for (size_t i = 0; i < count; i++)
+                p[i] = (uint16_t)(p[i] >> shift);
+        } else {
+            unsigned char *p = gimg_row(im, y);
+#pragma omp simd
+            for (size_t i = 0; i < count; i++)
+                p[i] = (unsigned char)(p[i] >> shift);
+        }
+    }
+}
+
+/* dpi for pixels per metre: ppm * 0.0254, or the whole number of dpi
+ * that is written as this ppm when there is one (pHYs rounds: 300 dpi is
+ * 11811 ppm, which is 299.9994 dpi), so that a whole dpi comes back as it
+ * was through a PNG. */
+static double dpi_of(uint32_t ppm)
+{
+    const double dpi = ppm * 0.0254, whole = (double)(uint64_t)(dpi + 0.5);
+    return whole >= 1 && pixels_per_metre(whole) == ppm ? whole : dpi;
+}
+
+static const char *dropped_why(const chunk_census *c, int k)
+{
+    return c->bad_crc[k] ? "its CRC does not match" : "malformed, misplaced or repeated";
+}
+
+/* Fills out->meta with the metadata libspng kept: the ICC profile (iCCP),
+ * EXIF (eXIf), the XMP packet (the iTXt of keyword XML:com.adobe.xmp),
+ * the other text chunks in file order, and the resolution (pHYs in pixels
+ * per metre; one of unknown unit says nothing of it). What libspng
+ * dropped, and what is over meta.c's caps, is dropped with a warning. */
+static gimg_status read_meta(spng_ctx *ctx, const unsigned char *buf, size_t len,
+                             gimg_image *out)
+{
+    chunk_census census;
+    unsigned kept[K_KINDS] = { 0 };
+    gimg_status st = GIMG_OK;
+    count_meta_chunks(buf, len, &census);
+
+    struct spng_iccp iccp;
+    if (census.present[K_ICCP] && spng_get_iccp(ctx, &iccp) == 0) {
+        kept[K_ICCP] = 1;
+        st = gimg_meta_add_icc(&out->meta, (const unsigned char *)iccp.profile,
+                               iccp.profile_len);
+    }
+    struct spng_exif exif;
+    if (!st && census.present[K_EXIF] && spng_get_exif(ctx, &exif) == 0) {
+        kept[K_EXIF] = 1;
+        st = gimg_meta_add_exif(&out->meta, (const unsigned char *)exif.data, exif.length);
+    }
+    uint32_t n_texts = 0;
+    struct spng_text *texts = NULL;
+    if (!st && spng_get_text(ctx, NULL, &n_texts) == 0 && n_texts > 0) {
+        if (!(texts = calloc(n_texts, sizeof *texts)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory reading PNG metadata");
+        else if (spng_get_text(ctx, texts, &n_texts) != 0)
+            n_texts = 0;
+    }
+    for (uint32_t i = 0; !st && i < n_texts; i++) {
+        const struct spng_text *t = &texts[i];
+        const int itxt = t->type == SPNG_ITXT;
+        kept[t->type == SPNG_TEXT ? K_TEXT : t->type == SPNG_ZTXT ? K_ZTXT : K_ITXT]++;
+        if (itxt && strcmp(t->keyword, XMP_KEYWORD) == 0)
+            st = gimg_meta_add_xmp(&out->meta, (const unsigned char *)t->text, t->length);
+        else
+            st = gimg_meta_add_text(&out->meta, t->keyword, t->text, t->length,
+                                    itxt ? t->language_tag : NULL,
+                                    itxt ? t->translated_keyword : NULL, itxt,
+                                    t->type == SPNG_ZTXT || (itxt && t->compression_flag));
+    }
+    free(texts);
+    struct spng_phys phys;
+    if (!st && spng_get_phys(ctx, &phys) == 0 && phys.unit_specifier == 1 &&
+        (phys.ppu_x || phys.ppu_y)) {
+        gimg_meta *m = out->meta ? out->meta : (out->meta = gimg_meta_new());
+        if (!m)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory reading PNG metadata");
+        m->x_dpi = phys.ppu_x ? dpi_of(phys.ppu_x) : 0;
+        m->y_dpi = phys.ppu_y ? dpi_of(phys.ppu_y) : 0;
+    }
+    for (int k = 0; !st && k < K_KINDS; k++)
+        if (census.present[k] > kept[k]) {
+            const unsigned lost = census.present[k] - kept[k];
+            if (lost == 1)
+                gimg_meta_warn(&out->meta, "a PNG %s chunk dropped: %s", meta_chunk_type[k],
+                               dropped_why(&census, k));
+            else
+                gimg_meta_warn(&out->meta, "%u PNG %s chunks dropped: %s", lost,
+                               meta_chunk_type[k], dropped_why(&census, k));
+        }
+    return st;
+}
+
 /* ------------------------------------------------------ the codec row */
 
 static int sniff_png(const unsigned char *buf, size_t len)
@@ -1319,6 +1826,14 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
         st = spng_failure(SPNG_IO_EOF, AT_END, buf, len);
     else if (needs_expansion(&h))
         st = expand_rows(out, &h, &plte, stored / h.ihdr.height);
+    if (!st) {
+        const unsigned bits = significant_bits(ctx, &h);
+        if (bits) {
+            keep_significant_bits(out, h.ihdr.bit_depth - bits);
+            out->maxval = (1u << bits) - 1;
+        }
+        st = read_meta(ctx, buf, len, out);
+    }
 done:
     spng_ctx_free(ctx);
     if (st) {
@@ -1342,4 +1857,6 @@ static gimg_status encode_png(const gimg_image *im, const gimg_write_opts *o, un
 
 const gimg_codec gimg_codec_png = {
     GIMG_FMT_PNG, "PNG", "png", 0, sniff_png, probe_png, decode_png, layout_png, encode_png,
+    GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP | GIMG_META_RESOLUTION | GIMG_META_TEXT,
+    GIMG_MAXVAL_BITS, NULL, /* a chunk holds far more than meta.c's caps */
 };

@@ -3,16 +3,17 @@
  * and PFM (Pf/PF).
  *
  * Reading
- *  - P1/P4 bitmaps become 8-bit gray, 1 (black) -> 0 and 0 (white) -> 255.
- *  - maxval 255 is read as 8-bit and 65535 as 16-bit, unchanged. Any other
- *    maxval is rescaled to the full range of the smallest sample type that
- *    holds it: maxval <= 255 -> 8-bit, v' = round(v * 255 / maxval);
- *    maxval 256..65534 -> 16-bit, v' = round(v * 65535 / maxval). Rescaling
- *    keeps "maxval means white" true for the rest of the library, which knows
- *    only full-range samples. A sample above maxval is an error.
+ *  - Samples keep the file's own units (gimg_image.maxval): maxval 1..255
+ *    is read as 8-bit, 256..65535 as 16-bit, every sample unchanged; the
+ *    image's maxval is the file's, except 255 (8-bit) and 65535 (16-bit),
+ *    the full ranges, which are 0. A sample above maxval is an error. Plain
+ *    P2/P3 alike.
+ *  - P1/P4 bitmaps have no maxval: they become 8-bit gray (maxval 0),
+ *    1 (black) -> 0 and 0 (white) -> 255.
  *  - PAM: DEPTH 1-4 with TUPLTYPE GRAYSCALE, GRAYSCALE_ALPHA, RGB, RGB_ALPHA,
  *    BLACKANDWHITE or BLACKANDWHITE_ALPHA (a known TUPLTYPE must agree with
- *    DEPTH); a missing or unknown TUPLTYPE is taken from DEPTH.
+ *    DEPTH); a missing or unknown TUPLTYPE is taken from DEPTH. Its MAXVAL
+ *    is kept like any other (BLACKANDWHITE: samples 0 and 1, maxval 1).
  *  - PFM: "Pf" gray or "PF" RGB; a negative scale means little-endian
  *    samples, a positive one big-endian. Only its sign is used: the magnitude
  *    is a free "scale" hint most writers set to 1 and readers ignore. Rows
@@ -22,8 +23,13 @@
  * Every header number is checked, and the size goes through
  * gimg_check_size() before anything is allocated.
  *
- * Writing: P5/P6 (maxval 255 or 65535), P7 with a named TUPLTYPE, and PFM
- * little-endian with scale -1.0; 16-bit samples are big-endian on file.
+ * Writing: P5/P6 and P7 (with a named TUPLTYPE) with maxval
+ * gimg_image_max(im) — the image's maxval, else 255 or 65535 — so a file's
+ * units survive a read and a write (the row's maxval_rule is ANY); one
+ * byte per sample up to maxval 255, two (big-endian) above, as netpbm
+ * defines it, whatever the image's sample type. PFM little-endian with
+ * scale -1.0. Samples are written as they are: the image's lie in
+ * 0..maxval (gimg.h).
  */
 #include "alloc_internal.h"
 #include "codec.h"
@@ -356,44 +362,13 @@ static gimg_status read_header(src *s, header *h)
 
 /* --------------------------------------------------------------- rasters */
 
-/* Rescales one sample read from file to the image's range (see the top). */
-typedef struct {
-    unsigned maxval;
-    gimg_sample sample;
-    uint8_t lut[256];     /* U8 with maxval != 255 */
-} scaler;
-
-static void scaler_init(scaler *sc, unsigned maxval, gimg_sample sample)
-{
-    sc->maxval = maxval;
-    sc->sample = sample;
-    if (sample == GIMG_U8)
-        for (unsigned v = 0; v <= maxval && v < 256; v++)
-            sc->lut[v] = (uint8_t)((v * 255u + maxval / 2) / maxval);
-}
-
-static inline uint16_t scale16(unsigned v, unsigned maxval)
-{
-    /* v <= maxval <= 65534 here, so v * 65535 + maxval / 2 < 2^32. */
-    return (uint16_t)(((uint32_t)v * 65535u + maxval / 2) / maxval);
-}
-
 static gimg_status bad_sample(src *s, unsigned v, unsigned maxval)
 {
     return gimg_fail(GIMG_E_FORMAT, "invalid %s data: sample %u exceeds maxval %u", s->kind, v,
                      maxval);
 }
 
-/* Stores sample i of a row. */
-static inline void put_sample(unsigned char *row, size_t i, unsigned v, const scaler *sc)
-{
-    if (sc->sample == GIMG_U8)
-        row[i] = sc->maxval == 255 ? (uint8_t)v : sc->lut[v];
-    else
-        ((uint16_t *)row)[i] = sc->maxval == 65535 ? (uint16_t)v : scale16(v, sc->maxval);
-}
-
-static gimg_status read_plain(src *s, const header *h, gimg_image *im, const scaler *sc)
+static gimg_status read_plain(src *s, const header *h, gimg_image *im)
 {
     size_t n = (size_t)im->width * (size_t)im->channels;
     for (int y = 0; y < im->height; y++) {
@@ -414,16 +389,19 @@ static gimg_status read_plain(src *s, const header *h, gimg_image *im, const sca
                 return st;
             if (v > h->maxval)
                 return bad_sample(s, v > 0xffffffffu ? 0xffffffffu : (unsigned)v, h->maxval);
-            put_sample(row, i, (unsigned)v, sc);
+            if (im->sample == GIMG_U8)
+                row[i] = (uint8_t)v;
+            else
+                ((uint16_t *)row)[i] = (uint16_t)v;
         }
     }
     return GIMG_OK;
 }
 
-static gimg_status read_raw(src *s, const header *h, gimg_image *im, const scaler *sc,
-                            size_t file_row)
+static gimg_status read_raw(src *s, const header *h, gimg_image *im, size_t file_row)
 {
     size_t n = (size_t)im->width * (size_t)im->channels;
+    const unsigned maxval = h->maxval;
     for (int y = 0; y < im->height; y++) {
         const unsigned char *in;
         gimg_status st = src_take(s, file_row, &in);
@@ -433,29 +411,26 @@ static gimg_status read_raw(src *s, const header *h, gimg_image *im, const scale
         if (h->magic == '4') {
             for (size_t x = 0; x < n; x++)
                 row[x] = (in[x >> 3] >> (7 - (x & 7))) & 1 ? 0 : 255;
-        } else if (sc->sample == GIMG_U8) {
-            if (sc->maxval == 255) {
-                memcpy(row, in, n);
-            } else {
-                for (size_t i = 0; i < n; i++) {
-                    if (in[i] > sc->maxval)
-                        return bad_sample(s, in[i], sc->maxval);
-                    row[i] = sc->lut[in[i]];
-                }
+        } else if (im->sample == GIMG_U8) {
+            if (maxval < 255) {
+                /* The check first, in a loop of its own that vectorises. */
+                unsigned char top = 0;
+                for (size_t i = 0; i < n; i++)
+                    top = in[i] > top ? in[i] : top;
+                if (top > maxval)
+                    return bad_sample(s, top, maxval);
             }
+            memcpy(row, in, n);
         } else {
             uint16_t *out = (uint16_t *)row;
-            if (sc->maxval == 65535) {
-                for (size_t i = 0; i < n; i++)
-                    out[i] = (uint16_t)(in[2 * i] << 8 | in[2 * i + 1]);
-            } else {
-                for (size_t i = 0; i < n; i++) {
-                    unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
-                    if (v > sc->maxval)
-                        return bad_sample(s, v, sc->maxval);
-                    out[i] = scale16(v, sc->maxval);
-                }
+            unsigned top = 0;
+            for (size_t i = 0; i < n; i++) {
+                unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
+                top = v > top ? v : top;
+                out[i] = (uint16_t)v;
             }
+            if (top > maxval)
+                return bad_sample(s, top, maxval);
         }
     }
     return GIMG_OK;
@@ -523,14 +498,16 @@ static gimg_status read_image(src *s, gimg_image *out, gimg_info *info)
         gimg_image_free(out);
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", file_row);
     }
-    scaler sc;
-    scaler_init(&sc, h.maxval, sample);
+    /* Bitmaps (maxval 1 here) become 0/255 samples: the full range. */
+    int bitmap = h.magic == '1' || h.magic == '4';
+    if (!bitmap && sample != GIMG_F32 && h.maxval != (sample == GIMG_U8 ? 255u : 65535u))
+        out->maxval = h.maxval;
     if (plain)
-        st = read_plain(s, &h, out, &sc);
+        st = read_plain(s, &h, out);
     else if (sample == GIMG_F32)
         st = read_pfm(s, &h, out, file_row);
     else
-        st = read_raw(s, &h, out, &sc, file_row);
+        st = read_raw(s, &h, out, file_row);
     free(s->row);
     s->row = NULL;
     if (st)
@@ -576,6 +553,14 @@ gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
 
 /* --------------------------------------------------------------- writing */
 
+/* The maxval a PNM/PAM file of im gets: the image's own, else the full
+ * range of its samples (an 8-bit image's maxval cannot pass 255). */
+static unsigned file_maxval(const gimg_image *im)
+{
+    unsigned m = gimg_image_max(im);
+    return im->sample == GIMG_U8 && m > 255 ? 255 : m;
+}
+
 gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
                             size_t *len)
 {
@@ -588,14 +573,14 @@ gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size
     if (!ok)
         return gimg_fail(GIMG_E_FORMAT, "%s cannot hold a %d-channel %d-bit image",
                          gimg_format_name(f), c, (int)im->sample * 8);
-    int maxval = im->sample == GIMG_U16 ? 65535 : 255;
+    unsigned maxval = file_maxval(im);
     int hl;
     if (f == GIMG_FMT_PNM)
-        hl = snprintf(hdr, cap, "P%c\n%d %d\n%d\n", c == 1 ? '5' : '6', im->width,
+        hl = snprintf(hdr, cap, "P%c\n%d %d\n%u\n", c == 1 ? '5' : '6', im->width,
                       im->height, maxval);
     else if (f == GIMG_FMT_PAM)
         hl = snprintf(hdr, cap,
-                      "P7\nWIDTH %d\nHEIGHT %d\nDEPTH %d\nMAXVAL %d\nTUPLTYPE %s\nENDHDR\n",
+                      "P7\nWIDTH %d\nHEIGHT %d\nDEPTH %d\nMAXVAL %u\nTUPLTYPE %s\nENDHDR\n",
                       im->width, im->height, c, maxval, tupl[c]);
     else
         hl = snprintf(hdr, cap, "P%c\n%d %d\n-1.0\n", c == 1 ? 'f' : 'F', im->width,
@@ -618,7 +603,10 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
         return st;
 
     size_t n = (size_t)im->width * (size_t)c;   /* samples per row */
-    size_t row = n * (size_t)im->sample, data, total;
+    /* Bytes per sample on file: netpbm's rule, by the maxval alone. */
+    const int wide = im->sample == GIMG_U16 && file_maxval(im) > 255;
+    size_t file_sample = im->sample == GIMG_F32 ? 4 : wide ? 2 : 1;
+    size_t row = n * file_sample, data, total;
     if (__builtin_mul_overflow(row, (size_t)im->height, &data) ||
         __builtin_add_overflow(data, hl, &total))
         return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
@@ -633,6 +621,11 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
         const unsigned char *in = gimg_row(im, y);
         if (im->sample == GIMG_U8) {
             memcpy(o, in, row);
+        } else if (im->sample == GIMG_U16 && !wide) {
+            /* A 16-bit image whose maxval is at most 255. */
+            const uint16_t *s16 = (const uint16_t *)in;
+            for (size_t k = 0; k < n; k++)
+                o[k] = (unsigned char)s16[k];
         } else if (im->sample == GIMG_U16) {
             const uint16_t *s16 = (const uint16_t *)in;
             for (size_t k = 0; k < n; k++) {
@@ -727,13 +720,41 @@ static gimg_status encode_pfm(const gimg_image *im, const gimg_write_opts *o, un
     return gimg_pnm_encode(im, GIMG_FMT_PFM, buf, len);
 }
 
+/* No metadata in any of the three; PNM and PAM keep any maxval, PFM's
+ * float samples have none. */
 const gimg_codec gimg_codec_pnm = {
-    GIMG_FMT_PNM, "PNM", "pnm ppm pgm pbm", 0, sniff_pnm, probe_netpbm, decode_netpbm,
-    layout_pnm, encode_pnm,
+    .format = GIMG_FMT_PNM,
+    .name = "PNM",
+    .extensions = "pnm ppm pgm pbm",
+    .sniff = sniff_pnm,
+    .probe = probe_netpbm,
+    .decode = decode_netpbm,
+    .layout = layout_pnm,
+    .encode = encode_pnm,
+    .meta = 0,
+    .maxval_rule = GIMG_MAXVAL_ANY,
 };
 const gimg_codec gimg_codec_pam = {
-    GIMG_FMT_PAM, "PAM", "pam", 0, sniff_pam, probe_netpbm, decode_netpbm, layout_pam, encode_pam,
+    .format = GIMG_FMT_PAM,
+    .name = "PAM",
+    .extensions = "pam",
+    .sniff = sniff_pam,
+    .probe = probe_netpbm,
+    .decode = decode_netpbm,
+    .layout = layout_pam,
+    .encode = encode_pam,
+    .meta = 0,
+    .maxval_rule = GIMG_MAXVAL_ANY,
 };
 const gimg_codec gimg_codec_pfm = {
-    GIMG_FMT_PFM, "PFM", "pfm", 0, sniff_pfm, probe_netpbm, decode_netpbm, layout_pfm, encode_pfm,
+    .format = GIMG_FMT_PFM,
+    .name = "PFM",
+    .extensions = "pfm",
+    .sniff = sniff_pfm,
+    .probe = probe_netpbm,
+    .decode = decode_netpbm,
+    .layout = layout_pfm,
+    .encode = encode_pfm,
+    .meta = 0,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };

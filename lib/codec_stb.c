@@ -228,10 +228,13 @@ static gimg_status encode_hdr(const gimg_image *im, const gimg_write_opts *o, un
 
 const gimg_codec gimg_codec_bmp = {
     GIMG_FMT_BMP, "BMP", "bmp", 0, sniff_bmp, probe_stb, decode_stb, layout_bmp, encode_bmp,
+    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
 };
 const gimg_codec gimg_codec_tga = {
     GIMG_FMT_TGA, "TGA", "tga", 0, sniff_tga, probe_stb, decode_stb, layout_tga, encode_tga,
+    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
 };
 const gimg_codec gimg_codec_hdr = {
     GIMG_FMT_HDR, "HDR", "hdr", 0, sniff_hdr, probe_stb, decode_stb, layout_hdr, encode_hdr,
+    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
 };

@@ -6,18 +6,27 @@
  * buffer, so that libtiff takes compressed strips straight from it).
  *
  * Reading (page o->page; info->pages counts the file's main IFDs)
- *  - Samples: 1-bit (bilevel), 8 and 16-bit unsigned, 32-bit float. Photo-
+ *  - Samples: unsigned integers of 1 to 16 bits, 32-bit float. Photo-
  *    metric MINISBLACK and MINISWHITE gray, RGB, palette, and YCbCr when
  *    JPEG-compressed (libtiff's JPEG codec converts it to RGB, as vips and
  *    ImageMagick ask it to). Planar configuration contiguous and separate;
  *    strips and tiles; every compression this libtiff decodes (none, LZW,
  *    Deflate, PackBits, JPEG, CCITT, ...) except old-style JPEG (6), and
- *    predictors 2 and 3 (undone by libtiff, which also swaps byte order).
- *  - 1-bit becomes 8-bit 0/255, as vips and ImageMagick read it.
- *    MINISWHITE integer samples are inverted (v -> max - v) so that 0 is
- *    black; float MINISWHITE samples are left as they are, as vips and
- *    ImageMagick leave them.
- *  - Palette images of 1, 2, 4, 8 or 16 bits become RGB, 8-bit (16-bit for
+ *    predictors 2 and 3 (undone by libtiff, which also swaps byte order;
+ *    it refuses the horizontal predictor on samples other than 8, 16 and
+ *    32-bit, and so do we).
+ *  - Samples in the file's own units: 8 and 16-bit samples are read as
+ *    they are (maxval 0, the type's full range); b-bit samples, b in 2..15,
+ *    are unpacked (most significant bit first, rows starting on a byte, as
+ *    the specification packs them; FillOrder is libtiff's business) to
+ *    8-bit (b < 8) or 16-bit (b > 8) samples with maxval 2^b - 1, as a PNM
+ *    of that maxval: a 12-bit scan keeps its 0..4095.
+ *  - 1-bit samples become 8-bit 0/255 (maxval 0), as vips and ImageMagick
+ *    read bilevel images; gray+alpha, RGB and RGBA of 1-bit samples too.
+ *    MINISWHITE integer samples are inverted (v -> max - v, max being the
+ *    maxval) so that 0 is black; float MINISWHITE samples are left as they
+ *    are, as vips and ImageMagick leave them.
+ *  - Palette images of 1 to 16-bit indices become RGB, 8-bit (16-bit for
  *    16-bit indices); a colormap whose entries are all below 256 is taken
  *    as 8-bit values (old writers' mistake), otherwise each entry's high
  *    byte is used; a colormap of grays only gives a gray image. All three
@@ -30,11 +39,28 @@
  *    Associated (premultiplied) alpha is unpremultiplied:
  *    v = round(v * max / alpha), 0 where alpha is 0.
  *  - The Orientation tag is not applied (vips and ImageMagick do not
- *    either unless asked to).
+ *    either unless asked to): it is kept as metadata (below).
  *  - Refused, with a message naming what: CMYK, CIELAB and the other
- *    photometric interpretations, 2 and 4-bit gray, signed integers,
- *    32-bit integers, floats other than 32-bit, YCbCr without JPEG,
- *    old-style JPEG, a page past the last ("TIFF has 3 pages: no page 5").
+ *    photometric interpretations, signed integers, integers of more than
+ *    16 bits, floats other than 32-bit, YCbCr without JPEG, old-style
+ *    JPEG, a page past the last ("TIFF has 3 pages: no page 5").
+ *
+ * Metadata (gimg_meta): TIFF keeps an ICC profile (tag 34675), an XMP
+ * packet (tag 700), the resolution and the orientation, page by page.
+ *  - Reading: each page's ICCProfile and XMLPacket are taken as they are;
+ *    XResolution and YResolution become dots per inch when ResolutionUnit
+ *    (default: inch, as the specification says) is inch, or centimetre
+ *    (x 2.54); with unit "none" or one out of range, or a value that is
+ *    not a positive finite number, no resolution is kept. The Orientation tag (1..8) becomes
+ *    m->orientation; any other value is ignored. An ICC profile or XMP
+ *    packet over 16 MiB is dropped with a warning in m->warning (libtiff
+ *    already bounds every tag by the file's size).
+ *  - The EXIF IFD of a TIFF (tag 34665) is not read into an EXIF block, and
+ *    no EXIF is written: TIFF keeps ICC, XMP, resolution and orientation;
+ *    EXIF is dropped on TIFF output and not read from TIFF input.
+ *  - Writing: the ICC profile, the XMP packet, the resolution (in pixels
+ *    per inch) and the Orientation tag of im->meta, each only when
+ *    recorded (orientation 1 is written when recorded, 0 writes no tag).
  *
  * Limits and hostile files
  *  - The size goes through gimg_check_size() before any allocation that
@@ -55,20 +81,31 @@
  *    report what libtiff recovered from (unknown tags, odd tag counts, a
  *    truncated JPEG strip filled in gray by libjpeg, as vips and ImageMagick
  *    show it); a real failure is an error. Nothing is ever printed.
+ *    One kind of libtiff error is not one: a value out of range in the
+ *    Orientation, ResolutionUnit, XResolution or YResolution tag ("Bad
+ *    value 9 for \"Orientation\" tag"), which libtiff reports and then
+ *    reads the directory without; that item is dropped with a warning.
  *
  * Decoding: contiguous strips whose samples are the image's go straight
  * into the image's rows (TIFFReadEncodedStrip), then are fixed in place
- * (inversion, unpremultiplication) where needed; other layouts go through
- * one strip or tile buffer. An image of 4 MiB or more in 4 strips or tiles
- * or more is decoded on two threads, each with its own libtiff handle over
- * the same buffer (Deflate decoding, libdeflate's, is most of the time).
+ * (inversion, unpremultiplication) where needed; other layouts (and every
+ * b-bit one) go through one strip or tile buffer. An image of 4 MiB or more
+ * in 4 strips or tiles or more is decoded on two threads, each with its own
+ * libtiff handle over the same buffer (Deflate decoding, libdeflate's, is
+ * most of the time).
  *
  * Writing: 8/16-bit and float, 1-4 channels, as they are (layout() keeps
  * every layout): MINISBLACK for 1-2 channels, RGB for 3-4, the last
  * channel of 2 and 4 marked as unassociated alpha; contiguous strips of
  * about 256 KiB; compression o->tiff_compression: Deflate (default) or
  * LZW, each with the horizontal predictor (floating-point predictor for
- * float samples), or none. Deflate runs at level 6 of libdeflate (libtiff
+ * float samples), or none. An integer image whose maxval is 2^b - 1 with b
+ * in 1..15 (write.c rescales other maxvals first: the row's rule is
+ * GIMG_MAXVAL_BITS) is written with BitsPerSample b, its samples packed
+ * most significant bit first, and no predictor (libtiff's works on 8, 16
+ * and 32-bit samples only); maxval 1 thus makes a 1-bit file, which reads
+ * back as 0/255 as every 1-bit TIFF does, and a 16-bit image of maxval
+ * 255 an 8-bit one. Deflate runs at level 6 of libdeflate (libtiff
  * uses it when given a whole strip at once), the level vips's tiffsave
  * leaves to libtiff (zlib's default, 6). On a 4096x4096 photo (8-bit RGB,
  * horizontal predictor) that is 29.1 MB in 0.92 s of CPU, against vips's
@@ -78,6 +115,7 @@
 #include "codec.h"
 
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -95,6 +133,8 @@
 /* Strips written are about this large. */
 #define STRIP_TARGET_BYTES ((size_t)256 << 10)
 #define DEFLATE_LEVEL 6
+/* An ICC profile or XMP packet larger than this is dropped with a warning. */
+#define META_ITEM_CAP ((size_t)16 << 20)
 
 /* ---------------------------------------------------------- memory I/O */
 
@@ -179,17 +219,43 @@ static void stream_unmap(thandle_t h, void *base, toff_t size) {}
 
 /* ---------------------------------------------------------- messages */
 
-/* What libtiff said about one handle: its first error. */
+/* What libtiff said about one handle: its first error, and its first
+ * complaint about a metadata tag's value. */
 typedef struct {
     int errors;
     char first[200];
+    char meta_note[100];
 } tiff_log;
+
+/* libtiff 4.5 reports a tag value out of its range ("Bad value 9 for
+ * \"Orientation\" tag") as an error, yet reads the directory without the
+ * tag. For the metadata tags read here that is a dropped item (a warning
+ * in gimg_meta), not a broken file. */
+static int metadata_complaint(const char *msg)
+{
+    static const char *const tags[] = {"\"Orientation\"", "\"ResolutionUnit\"",
+                                       "\"XResolution\"", "\"YResolution\""};
+    if (!strstr(msg, "Bad value"))
+        return 0;
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+        if (strstr(msg, tags[i]))
+            return 1;
+    return 0;
+}
 
 static int on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
     tiff_log *log = user;
-    if (log->errors++ == 0)
-        vsnprintf(log->first, sizeof log->first, fmt, ap);
+    char msg[sizeof log->first];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (metadata_complaint(msg)) {
+        if (!log->meta_note[0]) {
+            const char *what = strstr(msg, "Bad value");
+            snprintf(log->meta_note, sizeof log->meta_note, "%s", what);
+        }
+    } else if (log->errors++ == 0) {
+        memcpy(log->first, msg, sizeof msg);
+    }
     return 1;   /* handled: libtiff's process-wide handler (stderr) is not called */
 }
 
@@ -245,6 +311,7 @@ typedef struct {
     /* The image. */
     int channels;
     gimg_sample sample;
+    unsigned maxval;             /* 2^bits - 1 for b-bit samples (b in 2..15 but 8), else 0 */
     /* Strips or tiles. */
     int tiled;
     uint32_t chunk_w, chunk_h;   /* a tile, or a strip's width and rows */
@@ -379,10 +446,9 @@ static gimg_status read_layout(TIFF *tif, tiff_layout *L)
         L->is_float = 1;
     } else if (format != SAMPLEFORMAT_UINT && format != SAMPLEFORMAT_VOID) {
         return gimg_fail(GIMG_E_FORMAT, "TIFF sample format %u is not supported", format);
-    } else if (L->bits != 1 && L->bits != 8 && L->bits != 16 &&
-               !(L->photometric == PHOTOMETRIC_PALETTE && (L->bits == 2 || L->bits == 4))) {
+    } else if (L->bits < 1 || L->bits > 16) {
         return gimg_fail(GIMG_E_FORMAT, "TIFF with %u-bit samples is not supported "
-                         "(1, 8, 16-bit integers and 32-bit float)", L->bits);
+                         "(1 to 16-bit integers and 32-bit float)", L->bits);
     }
 
     switch (L->photometric) {
@@ -420,9 +486,6 @@ static gimg_status read_layout(TIFF *tif, tiff_layout *L)
     if (L->spp < L->color)
         return gimg_fail(GIMG_E_FORMAT, "corrupt TIFF: %u samples per pixel for %s", L->spp,
                          L->color == 3 ? "RGB" : "gray");
-    if (L->bits < 8 && L->spp != 1)
-        return gimg_fail(GIMG_E_FORMAT, "%u-bit TIFF with %u samples per pixel is not supported",
-                         L->bits, L->spp);
     if (L->palette && L->spp != 1)
         return gimg_fail(GIMG_E_FORMAT, "palette TIFF with extra samples is not supported");
 
@@ -432,7 +495,9 @@ static gimg_status read_layout(TIFF *tif, tiff_layout *L)
     } else {
         choose_alpha(tif, L);
         L->channels = L->color + (L->alpha_sample >= 0);
-        L->sample = L->is_float ? GIMG_F32 : L->bits == 16 ? GIMG_U16 : GIMG_U8;
+        L->sample = L->is_float ? GIMG_F32 : L->bits > 8 ? GIMG_U16 : GIMG_U8;
+        if (!L->is_float && L->bits != 1 && L->bits != 8 && L->bits != 16)
+            L->maxval = (1u << L->bits) - 1;
     }
     size_t image_bytes;
     if ((st = gimg_check_size(L->width, L->height, L->channels, L->sample, NULL, &image_bytes)))
@@ -560,6 +625,21 @@ static int64_t ifd_tag(const ifd_walk *w, uint64_t at, unsigned tag)
     return -1;
 }
 
+/* 1 if the IFD at `at` has an entry for tag (of any type and count). */
+static int ifd_has_tag(const ifd_walk *w, uint64_t at, unsigned tag)
+{
+    const int count_bytes = w->bigtiff ? 8 : 2, entry = w->bigtiff ? 20 : 12;
+    if (at == 0 || at >= w->len || w->len - at < (uint64_t)count_bytes)
+        return 0;
+    uint64_t n = walk_read(w, at, count_bytes);
+    if (n > (w->len - at - count_bytes) / entry)
+        n = (w->len - at - count_bytes) / entry;
+    for (uint64_t i = 0; i < n; i++)
+        if (walk_read(w, at + count_bytes + i * entry, 2) == tag)
+            return 1;
+    return 0;
+}
+
 /* Why libtiff could not open the file, where our own reading can say it
  * better: an image size of zero (libtiff: "zero number of strips"). */
 static gimg_status open_failure(const unsigned char *buf, size_t len, const tiff_log *log)
@@ -619,6 +699,8 @@ static gimg_status open_page(tiff_stream *s, tiff_log *log, int page, uint64_t a
         return gimg_fail(GIMG_E_FORMAT, "TIFF has %llu page%s: no page %d", (unsigned long long)n,
                          n == 1 ? "" : "s", page);
     }
+    if (page > 0)
+        log->meta_note[0] = '\0';   /* the first page's complaint is not this page's */
     if (page > 0 && (!TIFFSetDirectory(tif, (tdir_t)page) || log->errors)) {
         TIFFClose(tif);
         return corrupt(log, "cannot read the page's directory");
@@ -667,15 +749,29 @@ static gimg_status probe(const unsigned char *buf, size_t len, const gimg_read_o
                 o[k] = in[pick[k]];                                                    \
     }
 
+/* The b-bit sample (b in 1..16) starting `bit` bits into row, most
+ * significant bit first; reads only the bytes the sample covers. */
+static inline unsigned get_bits(const unsigned char *row, uint64_t bit, unsigned bits)
+{
+    const unsigned char *p = row + (bit >> 3);
+    const unsigned end = (unsigned)(bit & 7) + bits;   /* bits used from p[0] on: 1..23 */
+    uint32_t v = (uint32_t)p[0] << 16;
+    if (end > 8)
+        v |= (uint32_t)p[1] << 8;
+    if (end > 16)
+        v |= p[2];
+    return v >> (24 - end) & ((1u << bits) - 1);
+}
+
 static void convert_chunk(const tiff_layout *L, const unsigned char *src, size_t src_row,
                           int plane, uint32_t x0, uint32_t y0, uint32_t w, uint32_t h,
                           gimg_image *out)
 {
     const int channels = out->channels;
     const size_t px_bytes = gimg_pixel_bytes(out);
-    if (L->bits < 8 || L->palette) {
-        /* One index or bilevel sample per pixel. */
-        const unsigned bits = L->bits, mask = (1u << bits) - 1;
+    const unsigned bits = L->bits;
+    if (L->palette) {
+        /* One index per pixel. */
         for (uint32_t y = 0; y < h; y++) {
             const unsigned char *in = src + (size_t)y * src_row;
             unsigned char *o = gimg_row(out, (int)(y0 + y)) + (size_t)x0 * px_bytes;
@@ -685,13 +781,9 @@ static void convert_chunk(const tiff_layout *L, const unsigned char *src, size_t
                     v = ((const uint16_t *)in)[x];
                 else if (bits == 8)
                     v = in[x];
-                else {
-                    size_t bit = (size_t)x * bits;
-                    v = in[bit >> 3] >> (8 - bits - (bit & 7)) & mask;
-                }
-                if (!L->palette) {
-                    o[x] = v ? 255 : 0;
-                } else if (L->map16) {
+                else
+                    v = get_bits(in, (uint64_t)x * bits, bits);
+                if (L->map16) {
                     uint16_t *p = (uint16_t *)o + (size_t)x * channels;
                     for (int c = 0; c < channels; c++)
                         p[c] = L->map16[3 * v + c];
@@ -718,12 +810,30 @@ static void convert_chunk(const tiff_layout *L, const unsigned char *src, size_t
         if (L->alpha_sample >= 0)
             pick[L->color] = L->alpha_sample;
     }
-    if (L->bits == 8) {
+    if (bits == 8) {
         COPY_SAMPLES(uint8_t)
-    } else if (L->bits == 16) {
+    } else if (bits == 16) {
         COPY_SAMPLES(uint16_t)
-    } else {
+    } else if (bits == 32) {
         COPY_SAMPLES(uint32_t)
+    } else {
+        /* b-bit samples, unpacked: 1-bit ones to 0/255, others as they are
+         * (the image's maxval is 2^b - 1). */
+        const unsigned scale = bits == 1 ? 255 : 1;
+        for (uint32_t y = 0; y < h; y++) {
+            const unsigned char *in = src + (size_t)y * src_row;
+            unsigned char *o = gimg_row(out, (int)(y0 + y)) + (size_t)x0 * px_bytes;
+            for (uint32_t x = 0; x < w; x++)
+                for (int k = 0; k < n; k++) {
+                    unsigned v = scale * get_bits(in, ((uint64_t)x * samples + pick[k]) * bits,
+                                                  bits);
+                    size_t at = (size_t)x * channels + first + k;
+                    if (out->sample == GIMG_U16)
+                        ((uint16_t *)o)[at] = (uint16_t)v;
+                    else
+                        o[at] = (uint8_t)v;
+                }
+        }
     }
 }
 
@@ -736,7 +846,8 @@ static int plane_channel(const tiff_layout *L, int p)
 /* 1 if chunk i's decoded samples are exactly the image's rows. */
 static int decodes_in_place(const tiff_layout *L)
 {
-    return !L->tiled && L->planes == 1 && !L->palette && L->bits >= 8 && L->spp == L->channels;
+    return !L->tiled && L->planes == 1 && !L->palette && L->spp == L->channels &&
+           (L->bits == 8 || L->bits == 16 || L->bits == 32);
 }
 
 /* The chunks of one decode, shared by its workers: each takes the next
@@ -846,27 +957,30 @@ static void *decode_worker(void *arg)
     return NULL;
 }
 
-/* MINISWHITE: the gray channel inverted, so that 0 is black. */
+/* MINISWHITE: the gray channel inverted (v -> max - v, in the image's
+ * units), so that 0 is black. */
 static void invert_gray(gimg_image *im)
 {
+    const unsigned max = gimg_image_max(im);
     for (int y = 0; y < im->height; y++) {
         unsigned char *row = gimg_row(im, y);
         for (size_t x = 0; x < (size_t)im->width; x++) {
             if (im->sample == GIMG_U8)
-                row[x * im->channels] = (uint8_t)(255 - row[x * im->channels]);
+                row[x * im->channels] = (uint8_t)(max - row[x * im->channels]);
             else {
                 uint16_t *p = (uint16_t *)row + x * im->channels;
-                *p = (uint16_t)(65535 - *p);
+                *p = (uint16_t)(max - *p);
             }
         }
     }
 }
 
 /* Associated alpha: color divided by alpha, rounded, clamped; 0 where
- * alpha is 0. */
+ * alpha is 0 (in the image's units: max is its maxval). */
 static void unpremultiply(gimg_image *im)
 {
     const int ca = im->channels - 1;
+    const unsigned max = gimg_image_max(im);
     for (int y = 0; y < im->height; y++) {
         unsigned char *row = gimg_row(im, y);
         for (size_t x = 0; x < (size_t)im->width; x++) {
@@ -874,15 +988,15 @@ static void unpremultiply(gimg_image *im)
                 uint8_t *p = row + x * im->channels;
                 unsigned a = p[ca];
                 for (int c = 0; c < ca; c++) {
-                    unsigned v = a ? (p[c] * 255u + a / 2) / a : 0;
-                    p[c] = (uint8_t)(v > 255 ? 255 : v);
+                    unsigned v = a ? (p[c] * max + a / 2) / a : 0;
+                    p[c] = (uint8_t)(v > max ? max : v);
                 }
             } else if (im->sample == GIMG_U16) {
                 uint16_t *p = (uint16_t *)row + x * im->channels;
                 uint64_t a = p[ca];
                 for (int c = 0; c < ca; c++) {
-                    uint64_t v = a ? (p[c] * 65535ull + a / 2) / a : 0;
-                    p[c] = (uint16_t)(v > 65535 ? 65535 : v);
+                    uint64_t v = a ? ((uint64_t)p[c] * max + a / 2) / a : 0;
+                    p[c] = (uint16_t)(v > max ? max : v);
                 }
             } else {
                 float *p = (float *)row + x * im->channels;
@@ -892,6 +1006,73 @@ static void unpremultiply(gimg_image *im)
             }
         }
     }
+}
+
+/* A tag's bytes (ICC profile, XMP packet) into *m, unless over the cap.
+ * present: the page's directory has the tag (libtiff ignores, with a
+ * warning, one whose bytes it cannot read: we say so). */
+static gimg_status take_item(gimg_meta **m, const char *what, int got, const void *data,
+                             uint32_t n, int present,
+                             gimg_status (*add)(gimg_meta **, const unsigned char *, size_t))
+{
+    const unsigned char *p = data;
+    if (!got || !p || n == 0) {
+        if (present)
+            gimg_meta_warn(m, "%s dropped: its tag is malformed or lies past the end of "
+                           "the file", what);
+        return GIMG_OK;
+    }
+    if (n > META_ITEM_CAP) {
+        gimg_meta_warn(m, "%s dropped: %lu bytes, over the limit of %zu", what,
+                       (unsigned long)n, META_ITEM_CAP);
+        return GIMG_OK;
+    }
+    return add(m, p, n);
+}
+
+/* The current page's metadata into *m (left NULL when it has none); buf
+ * is the file. */
+static gimg_status read_meta(TIFF *tif, const unsigned char *buf, size_t len, gimg_meta **m)
+{
+    const ifd_walk w = walker(buf, len);
+    const uint64_t ifd = TIFFCurrentDirOffset(tif);
+    uint32_t n = 0;
+    void *p = NULL;
+    int got = TIFFGetField(tif, TIFFTAG_ICCPROFILE, &n, &p);
+    gimg_status st = take_item(m, "ICC profile", got, p, n,
+                               ifd_has_tag(&w, ifd, TIFFTAG_ICCPROFILE), gimg_meta_add_icc);
+    n = 0;
+    p = NULL;
+    got = TIFFGetField(tif, TIFFTAG_XMLPACKET, &n, &p);
+    if (!st)
+        st = take_item(m, "XMP", got, p, n, ifd_has_tag(&w, ifd, TIFFTAG_XMLPACKET),
+                       gimg_meta_add_xmp);
+    if (st)
+        return st;
+    float x = 0, y = 0;
+    uint16_t unit = 0;
+    if (TIFFGetField(tif, TIFFTAG_XRESOLUTION, &x)) {
+        if (!TIFFGetField(tif, TIFFTAG_YRESOLUTION, &y))
+            y = x;   /* one value for both, as square pixels have */
+        /* No unit tag: inch. A tag libtiff refused (a bad value): unknown. */
+        if (!TIFFGetField(tif, TIFFTAG_RESOLUTIONUNIT, &unit))
+            unit = ifd_has_tag(&w, ifd, TIFFTAG_RESOLUTIONUNIT) ? 0 : RESUNIT_INCH;
+        double per_inch = unit == RESUNIT_INCH ? 1.0 : unit == RESUNIT_CENTIMETER ? 2.54 : 0.0;
+        if (per_inch > 0 && isfinite(x) && isfinite(y) && x > 0 && y > 0) {
+            if (!*m && !(*m = gimg_meta_new()))
+                return gimg_fail(GIMG_E_NOMEM, "out of memory for metadata");
+            (*m)->x_dpi = x * per_inch;
+            (*m)->y_dpi = y * per_inch;
+        }
+    }
+    uint16_t orientation = 0;
+    if (TIFFGetField(tif, TIFFTAG_ORIENTATION, &orientation) && orientation >= 1 &&
+        orientation <= 8) {
+        if (!*m && !(*m = gimg_meta_new()))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory for metadata");
+        (*m)->orientation = orientation;
+    }
+    return GIMG_OK;
 }
 
 static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_opts *o,
@@ -931,6 +1112,7 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
         layout_free(&L);
         return st;
     }
+    out->maxval = L.maxval;
 
     /* Two workers for a large image of several chunks: this thread and a
      * helper, taking chunks in turn. */
@@ -944,6 +1126,11 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     st = decode_chunks(&work, tif, &log, &failed_at);
     if (helping)
         pthread_join(helper, NULL);
+    if (!st && !(helping && helper_job.st)) {
+        st = read_meta(tif, buf, len, &out->meta);
+        if (!st && log.meta_note[0])
+            gimg_meta_warn(&out->meta, "TIFF tag ignored: %s", log.meta_note);
+    }
     TIFFClose(tif);
     layout_free(&L);
     /* Of two failures, the first chunk's (see decode_chunks). */
@@ -965,12 +1152,70 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
 
 static void layout(int *channels, gimg_sample *sample) {}
 
+/* The bits per sample im is written with: b when its maxval is 2^b - 1
+ * (b in 1..15), otherwise its sample type's. */
+static unsigned bits_written(const gimg_image *im)
+{
+    const unsigned m = im->maxval;
+    if (im->sample != GIMG_F32 && m >= 1 && m < 65535 && (m & (m + 1)) == 0)
+        return (unsigned)__builtin_popcount(m);
+    return 8u * (unsigned)im->sample;
+}
+
+/* Row y of im as `bits`-bit samples, most significant bit first, into dst
+ * (row_bytes, the last byte's unused bits zero); a sample above the
+ * maxval (which no operation makes) is clamped to it. */
+static void pack_row(const gimg_image *im, int y, unsigned bits, unsigned char *dst,
+                     size_t row_bytes)
+{
+    const unsigned max = (1u << bits) - 1;
+    const size_t n = (size_t)im->width * (size_t)im->channels;
+    const unsigned char *row = gimg_row(im, y);
+    memset(dst, 0, row_bytes);
+    uint64_t bit = 0;
+    for (size_t i = 0; i < n; i++, bit += bits) {
+        unsigned v = im->sample == GIMG_U16 ? ((const uint16_t *)row)[i] : row[i];
+        if (v > max)
+            v = max;
+        unsigned char *p = dst + (bit >> 3);
+        const unsigned end = (unsigned)(bit & 7) + bits;   /* 1..23 */
+        const uint32_t w = (uint32_t)v << (24 - end);
+        p[0] |= (unsigned char)(w >> 16);
+        if (end > 8)
+            p[1] |= (unsigned char)(w >> 8);
+        if (end > 16)
+            p[2] |= (unsigned char)w;
+    }
+}
+
+/* The metadata tags of m (NULL: none); 1 on success. */
+static int write_meta(TIFF *tif, const gimg_meta *m)
+{
+    if (!m)
+        return 1;
+    int ok = 1;
+    if (m->icc && m->icc_bytes && m->icc_bytes <= UINT32_MAX)
+        ok = ok && TIFFSetField(tif, TIFFTAG_ICCPROFILE, (uint32_t)m->icc_bytes, m->icc);
+    if (m->xmp && m->xmp_bytes && m->xmp_bytes <= UINT32_MAX)
+        ok = ok && TIFFSetField(tif, TIFFTAG_XMLPACKET, (uint32_t)m->xmp_bytes, m->xmp);
+    double x = m->x_dpi > 0 ? m->x_dpi : m->y_dpi, y = m->y_dpi > 0 ? m->y_dpi : m->x_dpi;
+    if (x > 0 && y > 0 && isfinite(x) && isfinite(y))
+        ok = ok && TIFFSetField(tif, TIFFTAG_XRESOLUTION, x) &&
+             TIFFSetField(tif, TIFFTAG_YRESOLUTION, y) &&
+             TIFFSetField(tif, TIFFTAG_RESOLUTIONUNIT, RESUNIT_INCH);
+    if (m->orientation >= 1 && m->orientation <= 8)
+        ok = ok && TIFFSetField(tif, TIFFTAG_ORIENTATION, (uint16_t)m->orientation);
+    return ok;
+}
+
 static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsigned char **buf,
                           size_t *len)
 {
     *buf = NULL;
     *len = 0;
-    const size_t row = (size_t)im->width * gimg_pixel_bytes(im);
+    const unsigned bits = bits_written(im);
+    const int packed = bits != 8u * (unsigned)im->sample;   /* b-bit samples (maxval 2^b - 1) */
+    const size_t row = ((size_t)im->width * (size_t)im->channels * bits + 7) / 8;
     const uint64_t raw = (uint64_t)row * (uint64_t)im->height;
     /* Classic TIFF addresses 4 GiB: past about that much (compressed data
      * may even grow a little), BigTIFF, as vips and libtiff's tools do. */
@@ -998,29 +1243,34 @@ static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsign
     int ok = TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)im->width) &&
              TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)im->height) &&
              TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)im->channels) &&
-             TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)(8 * im->sample)) &&
+             TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, (uint16_t)bits) &&
              TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT,
                           im->sample == GIMG_F32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT) &&
              TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
                           im->channels >= 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK) &&
              TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG) &&
-             TIFFSetField(tif, TIFFTAG_ORIENTATION, ORIENTATION_TOPLEFT) &&
              TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, rows_per_strip) &&
              TIFFSetField(tif, TIFFTAG_COMPRESSION, compression) &&
-             (!has_alpha || TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &alpha_kind));
-    if (ok && compression != COMPRESSION_NONE)
+             (!has_alpha || TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &alpha_kind)) &&
+             write_meta(tif, im->meta);
+    if (ok && compression != COMPRESSION_NONE && !packed)
         ok = TIFFSetField(tif, TIFFTAG_PREDICTOR, im->sample == GIMG_F32 ? PREDICTOR_FLOATINGPOINT
                                                                          : PREDICTOR_HORIZONTAL);
     if (ok && compression == COMPRESSION_ADOBE_DEFLATE)
         ok = TIFFSetField(tif, TIFFTAG_ZIPQUALITY, DEFLATE_LEVEL);
-    /* libtiff's predictors work in place: each strip is copied first. */
+    /* libtiff's predictors work in place: each strip is copied (or packed)
+     * first. */
     unsigned char *strip = ok ? malloc(row * rows_per_strip) : NULL;
     if (ok && !strip)
         s.failed = 1;
     for (int y = 0; strip && y < im->height; y += (int)rows_per_strip) {
         int n = im->height - y < (int)rows_per_strip ? im->height - y : (int)rows_per_strip;
-        for (int r = 0; r < n; r++)
-            memcpy(strip + (size_t)r * row, gimg_row(im, y + r), row);
+        for (int r = 0; r < n; r++) {
+            if (packed)
+                pack_row(im, y + r, bits, strip + (size_t)r * row, row);
+            else
+                memcpy(strip + (size_t)r * row, gimg_row(im, y + r), row);
+        }
         if (TIFFWriteEncodedStrip(tif, (uint32_t)(y / (int)rows_per_strip), strip,
                                   (tmsize_t)(row * (size_t)n)) < 0) {
             ok = 0;
@@ -1042,5 +1292,15 @@ static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsign
 }
 
 const gimg_codec gimg_codec_tiff = {
-    GIMG_FMT_TIFF, "TIFF", "tif tiff", 1, sniff, probe, decode, layout, encode,
+    .format = GIMG_FMT_TIFF,
+    .name = "TIFF",
+    .extensions = "tif tiff",
+    .multi_page = 1,
+    .sniff = sniff,
+    .probe = probe,
+    .decode = decode,
+    .layout = layout,
+    .encode = encode,
+    .meta = GIMG_META_ICC | GIMG_META_XMP | GIMG_META_RESOLUTION | GIMG_META_ORIENTATION,
+    .maxval_rule = GIMG_MAXVAL_BITS,
 };

@@ -1,7 +1,8 @@
 /*
  * codec_webp.c — WebP, read and written with libwebp (libwebpdemux for
- * animations): Google's reference codec, the one libvips, ImageMagick and
- * the browsers use; no other library in Debian encodes WebP.
+ * animations and metadata, libwebpmux to write metadata): Google's
+ * reference codec, the one libvips, ImageMagick and the browsers use; no
+ * other library in Debian encodes WebP.
  *
  * Reading
  *  - Lossy (VP8) and lossless (VP8L) files, with or without alpha: RGBA
@@ -24,6 +25,17 @@
  *    walking k entries of a list, so reaching page N costs N^2 / 2 steps:
  *    1 s of CPU here for N = 20000, 0.3 s for 10000). Page 0 is never
  *    refused for either.
+ *  - Metadata: the "ICCP", "EXIF" and "XMP " chunks of an extended
+ *    (VP8X) file whose header's flags announce them, found by
+ *    libwebpdemux (the first of each; it passes over unannounced ones, and
+ *    so do libvips and webpmux): the ICC profile, the EXIF block (the WebP
+ *    container holds it from its TIFF header on; the "Exif\0\0" some
+ *    writers put first, as in JPEG, is skipped) and the XMP packet. Simple
+ *    (VP8, VP8L) files have no room for any. The chunks lie within the
+ *    file, and meta.c drops any over 16 MiB with a warning; a file whose
+ *    chunks libwebpdemux cannot parse, though its image decodes, keeps no
+ *    metadata and says so in a warning. Every page of an animation gets
+ *    the file's. WebP has no resolution field.
  *  - Errors: libwebp reports through a VP8StatusCode only (it has no
  *    warning or message callbacks, so nothing can reach stderr).
  *    VP8_STATUS_NOT_ENOUGH_DATA (a chunk, or the RIFF size, running past
@@ -52,6 +64,13 @@
  *    until they fit (cwebp's -partition_limit).
  *  - The output is written through a writer callback into a buffer of our
  *    own (malloc/realloc), which the caller frees with free().
+ *  - Metadata: an image with an ICC profile, EXIF or XMP is assembled by
+ *    libwebpmux (as cwebp -metadata and libvips do) from the encoded
+ *    bitstream and ICCP, EXIF (the TIFF-structured block, no "Exif\0\0")
+ *    and "XMP " chunks, in an extended (VP8X) file with their flags set;
+ *    the file is then copied into a buffer of our own (libwebp's is freed
+ *    with WebPFree, ours with free()). Without metadata the file is the
+ *    encoder's, as before.
  *
  * Thread safety: each call owns its decoder or encoder; libwebp's only
  * global state is its once-only choice of CPU-specific functions.
@@ -64,6 +83,7 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 #include <webp/encode.h>
+#include <webp/mux.h>
 
 /* Page N of an animation composites N + 1 frames of the canvas: refused
  * beyond this many times the pixel limit, and past this page. */
@@ -254,6 +274,46 @@ static gimg_status decode_animation(const unsigned char *buf, size_t len, int pa
     return GIMG_OK;
 }
 
+/* The metadata chunks of an extended file (the head comment's
+ * "Metadata"), into *m (left NULL when there are none). */
+static gimg_status read_metadata(const unsigned char *buf, size_t len, gimg_meta **m)
+{
+    static const unsigned char exif_prefix[6] = {'E', 'x', 'i', 'f', 0, 0};
+    if (len < 16 || memcmp(buf + 12, "VP8X", 4) != 0)
+        return GIMG_OK;
+    WebPData data = {buf, len};
+    WebPDemuxer *dmux = WebPDemux(&data);
+    if (!dmux) {
+        gimg_meta_warn(m, "metadata not read: libwebpdemux cannot parse the WebP chunks");
+        return GIMG_OK;
+    }
+    gimg_status st = GIMG_OK;
+    WebPChunkIterator it;
+    if (WebPDemuxGetChunk(dmux, "ICCP", 1, &it)) {
+        if (it.chunk.size)
+            st = gimg_meta_add_icc(m, it.chunk.bytes, it.chunk.size);
+        WebPDemuxReleaseChunkIterator(&it);
+    }
+    if (!st && WebPDemuxGetChunk(dmux, "EXIF", 1, &it)) {
+        const unsigned char *p = it.chunk.bytes;
+        size_t n = it.chunk.size;
+        if (n >= sizeof exif_prefix && memcmp(p, exif_prefix, sizeof exif_prefix) == 0) {
+            p += sizeof exif_prefix;
+            n -= sizeof exif_prefix;
+        }
+        if (n)
+            st = gimg_meta_add_exif(m, p, n);
+        WebPDemuxReleaseChunkIterator(&it);
+    }
+    if (!st && WebPDemuxGetChunk(dmux, "XMP ", 1, &it)) {
+        if (it.chunk.size)
+            st = gimg_meta_add_xmp(m, it.chunk.bytes, it.chunk.size);
+        WebPDemuxReleaseChunkIterator(&it);
+    }
+    WebPDemuxDelete(dmux);
+    return st;
+}
+
 static gimg_status decode_webp(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                                gimg_image *out)
 {
@@ -266,8 +326,18 @@ static gimg_status decode_webp(const unsigned char *buf, size_t len, const gimg_
         return st;
     if ((st = gimg_check_size(info.width, info.height, info.channels, GIMG_U8, NULL, NULL)))
         return st;
-    return f.has_animation ? decode_animation(buf, len, o->page, &info, out)
-                           : decode_still(buf, len, &info, out);
+    gimg_meta *meta = NULL;
+    if ((st = read_metadata(buf, len, &meta))) {
+        gimg_meta_free(meta);
+        return st;
+    }
+    st = f.has_animation ? decode_animation(buf, len, o->page, &info, out)
+                         : decode_still(buf, len, &info, out);
+    if (st)
+        gimg_meta_free(meta);
+    else
+        out->meta = meta;
+    return st;
 }
 
 /* --------------------------------------------------------------- writing */
@@ -351,6 +421,49 @@ static unsigned char *widen_gray(const gimg_image *im, int *out_channels)
     return rgb;
 }
 
+/* The encoded file *out made again by libwebpmux with m's ICC profile,
+ * EXIF and XMP chunks; *out unchanged when m has none of them. */
+static gimg_status add_metadata(const gimg_meta *m, out_buffer *out)
+{
+    if (!m || !(m->icc_bytes || m->exif_bytes || m->xmp_bytes))
+        return GIMG_OK;
+    WebPMux *mux = WebPMuxNew();
+    if (!mux)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding WebP");
+    const WebPData image = {out->p, out->len};
+    WebPMuxError e = WebPMuxSetImage(mux, &image, 0);
+    const struct {
+        const char *fourcc;
+        const unsigned char *p;
+        size_t n;
+    } chunks[] = {{"ICCP", m->icc, m->icc_bytes},
+                  {"EXIF", m->exif, m->exif_bytes},
+                  {"XMP ", m->xmp, m->xmp_bytes}};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0] && e == WEBP_MUX_OK; i++)
+        if (chunks[i].n) {
+            const WebPData chunk = {chunks[i].p, chunks[i].n};
+            e = WebPMuxSetChunk(mux, chunks[i].fourcc, &chunk, 0);
+        }
+    WebPData file = {NULL, 0};
+    if (e == WEBP_MUX_OK)
+        e = WebPMuxAssemble(mux, &file);
+    WebPMuxDelete(mux);
+    const size_t file_bytes = file.size;
+    unsigned char *copy = e == WEBP_MUX_OK ? malloc(file_bytes ? file_bytes : 1) : NULL;
+    if (copy)
+        memcpy(copy, file.bytes, file_bytes);
+    WebPDataClear(&file);
+    if (e == WEBP_MUX_MEMORY_ERROR || (e == WEBP_MUX_OK && !copy))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding WebP");
+    if (e != WEBP_MUX_OK)
+        return gimg_fail(GIMG_E_FORMAT, "WebP metadata could not be added (libwebpmux error %d)",
+                         (int)e);
+    free(out->p);
+    out->p = copy;
+    out->len = out->cap = file_bytes;
+    return GIMG_OK;
+}
+
 static gimg_status encode_webp(const gimg_image *im, const gimg_write_opts *o,
                                unsigned char **buf, size_t *len)
 {
@@ -415,12 +528,26 @@ static gimg_status encode_webp(const gimg_image *im, const gimg_write_opts *o,
         free(out.p);
         return encode_fail(error);
     }
+    gimg_status st = add_metadata(im->meta, &out);
+    if (st) {
+        free(out.p);
+        return st;
+    }
     *buf = out.p;
     *len = out.len;
     return GIMG_OK;
 }
 
 const gimg_codec gimg_codec_webp = {
-    GIMG_FMT_WEBP, "WebP", "webp", 1, sniff_webp, probe_webp, decode_webp, layout_webp,
-    encode_webp,
+    .format = GIMG_FMT_WEBP,
+    .name = "WebP",
+    .extensions = "webp",
+    .multi_page = 1,
+    .sniff = sniff_webp,
+    .probe = probe_webp,
+    .decode = decode_webp,
+    .layout = layout_webp,
+    .encode = encode_webp,
+    .meta = GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };

@@ -16,7 +16,15 @@
  *      clamp and round to nearest (8/16-bit); the alpha of premultiply mode
  *      is the convolved alpha divided by the chain's gain (the input's where
  *      the gain is 0, see lib/conv_internal.h) and gets no scale or
- *      bias, keep mode's alpha is the input's, unchanged.
+ *      bias, keep mode's alpha is the input's, unchanged;
+ *   4. an image with a maxval (samples in the file's units, 0..maxval):
+ *      every 8/16-bit result v becomes min(v, maxval), a pass over the
+ *      output after whichever backend ran (clamp_maxval). Results are
+ *      rounded integers, so this equals clamping to [0, maxval] before
+ *      rounding, and the GPU needs no change to agree. The output keeps
+ *      the maxval. Premultiplication uses the type's maximum (255, 65535)
+ *      whatever the maxval: it cancels out, an opaque alpha (maxval) still
+ *      gives the plain convolution, and the GPU kernels use the same one.
  *
  * The fast path streams rows: each thread owns a band of output rows and a
  * ring of the input rows (or row-pass results) its window needs, widened
@@ -50,6 +58,33 @@ static gimg_status check_opts(const gimg_image *in, const gimg_conv_opts *o)
     if (in->channels < 1 || in->channels > 4)
         return gimg_fail(GIMG_E_FORMAT, "%d channels: not supported", in->channels);
     return GIMG_OK;
+}
+
+/* Step 4: the results of an image with a maxval kept in 0..maxval, and
+ * the maxval passed on (float images have none). */
+static void clamp_maxval(const gimg_image *in, gimg_image *out)
+{
+    out->maxval = 0;
+    if (in->sample == GIMG_F32 || in->maxval == 0 ||
+        in->maxval >= (in->sample == GIMG_U8 ? 255u : 65535u))
+        return;
+    const unsigned m = in->maxval;
+    out->maxval = m;
+    const size_t n = (size_t)out->width * out->channels;
+    #pragma omp parallel for schedule(static) if (n * (size_t)out->height > 262144)
+    for (int y = 0; y < out->height; y++) {
+        unsigned char *row = gimg_row(out, y);
+        if (out->sample == GIMG_U8) {
+            const uint8_t top = (uint8_t)m;
+            for (size_t i = 0; i < n; i++)
+                row[i] = row[i] < top ? row[i] : top;
+        } else {
+            const uint16_t top = (uint16_t)m;
+            uint16_t *r16 = (uint16_t *)row;
+            for (size_t i = 0; i < n; i++)
+                r16[i] = r16[i] < top ? r16[i] : top;
+        }
+    }
 }
 
 /* ------------------------------------------------------------ sample access */
@@ -216,9 +251,11 @@ gimg_status gimg_conv_reference(const gimg_image *in, const gimg_conv_opts *o, g
     if (!st)
         st = gimg_image_alloc(out, W, H, C, in->sample);
     const float unit = gimg_conv_alpha_unit(o, in->sample);
-    if (!st)
+    if (!st) {
         for (int y = 0; y < H; y++)
             narrow_row(cur.v + (size_t)y * W * C, in, o, unit, y, out);
+        clamp_maxval(in, out);
+    }
     free(cur.v);
     return st;
 }
@@ -583,6 +620,8 @@ static gimg_status conv_cpu_into(const gimg_image *in, const gimg_conv_opts *o, 
         src.premult = 0;
     }
     free(cur.v);
+    if (!st)
+        clamp_maxval(in, out);
     return st;
 }
 
@@ -759,6 +798,8 @@ gimg_status gimg_conv_gpu(gimg_gpu *g, const gimg_image *in, const gimg_conv_opt
     st = gpu_run(g, in, o, out, &bf, kernel_ms);
     if (st)
         cudaStreamSynchronize(g->stream);
+    else
+        clamp_maxval(in, out);
     for (int i = 0; i < 3; i++)
         cudaFree(bf.f[i]);
     cudaFree(bf.d_taps);

@@ -257,6 +257,9 @@ static gimg_status load(void *user, int i, void **state)
         if (strlen(path) >= sizeof it->name)
             snprintf(it->name, sizeof it->name, "...%s", path + strlen(path) - 80);
         st = decode_file(j, path, it->name, &it->in);
+        if (!st && it->in.meta && it->in.meta->warning[0] && !j->c->quiet)
+            fprintf(stderr, "%s: %s: warning: %s\n", j->d->tool, it->name,
+                    it->in.meta->warning);
         for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
             if (j->out[k].names)
                 it->info.output[k] = j->out[k].names[i];
@@ -276,6 +279,12 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     gimg_ctx_bind_lane(lane);
     if (j->d->transform) {
         st = j->d->transform(j->d->user, j->ctx, &it->in, &it->info.image[0]);
+        /* An operation that only changes pixels leaves the metadata to us:
+         * it moves on to the output. */
+        if (!st && !it->info.image[0].meta) {
+            it->info.image[0].meta = it->in.meta;
+            it->in.meta = NULL;
+        }
     } else {
         FILE *f = open_memstream(&it->report, &it->report_len);
         if (!f)
@@ -283,6 +292,13 @@ static gimg_status compute(void *user, int lane, int i, void *state)
         st = j->d->report(j->d->user, j->ctx, &it->info, &it->in, f);
         if (fclose(f) != 0 && !st)
             st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+        for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
+            gimg_image *im = &it->info.image[k];
+            if (j->out[k].o.keeps_meta && im->data && !im->meta) {
+                im->meta = it->in.meta;
+                it->in.meta = NULL;
+            }
+        }
     }
     pthread_mutex_lock(&j->lock);
     j->ms[GIMG_T_COMPUTE] += gimg_now_ms() - t0;
@@ -485,6 +501,18 @@ static void warn_losses(const char *tool, int quiet)
                 gimg_codec_of(f)->name, gimg_loss_text(lost, text, sizeof text));
 }
 
+/* Under -v: the metadata the output formats could not hold. */
+static void report_dropped_meta(const char *tool, int verbose)
+{
+    gimg_format f;
+    unsigned dropped = gimg_take_dropped_meta(&f);
+    char text[160];
+    if (dropped && verbose)
+        fprintf(stderr, "%s: %s output: %s dropped (the format cannot hold %s)\n", tool,
+                gimg_codec_of(f)->name, gimg_meta_kind_text(dropped, text, sizeof text),
+                dropped & (dropped - 1) ? "them" : "it");
+}
+
 int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
 {
     job j = {.d = d, .c = c};
@@ -557,6 +585,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
         fprintf(stderr, "%s: %s\n", d->tool, gimg_last_error());
     rc = st || j.n_failed ? 1 : 0; /* finish's own writes to stdout fail there */
     warn_losses(d->tool, c->quiet);
+    report_dropped_meta(d->tool, c->verbose);
     if (c->verbose) {
         for (int t = 0; t < GIMG_T_COUNT; t++)
             gimg_ctx_add_time(j.ctx, (gimg_timer)t, j.ms[t]);

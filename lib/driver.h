@@ -52,6 +52,8 @@ enum { GIMG_DRIVER_IMAGES = 2 };
 typedef struct {
     const char *spec;    /* NULL: the tool makes no image k */
     const char *option;  /* how messages name spec: "--plot" */
+    int keeps_meta;      /* 1: the image is the input's pixels changed (ghist's
+                            equalized image): it gets the input's metadata */
 } gimg_driver_output;
 
 /* What a report tool's callbacks know of one input. */

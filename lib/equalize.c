@@ -4,7 +4,8 @@
  * device the context chooses; the remapping tables are built and applied
  * here, on the CPU, with integer arithmetic (8/16-bit) or one fixed
  * sequence of double operations (float), so the image is the same
- * whichever device counted.
+ * whichever device counted. Integer results lie in 0..maxval, the input's
+ * (gimg_image_max), which the output keeps.
  */
 #include "gimg_hist.h"
 #include "hist_internal.h"
@@ -89,14 +90,18 @@ gimg_status gimg_hist_equalize(gimg_ctx *ctx, const gimg_image *in, int luma_onl
     gimg_hist_params p;
     gimg_hist_default_params(in, &p);
     const int is_float = in->sample == GIMG_F32;
+    /* Every sample value its own bin (float: FLOAT_BINS over [0, 1]). */
     p.bins = is_float ? FLOAT_BINS : in->sample == GIMG_U8 ? 256 : 65536;
+    if (!is_float)
+        p.hi = p.bins;
     p.luma = luma_only;
     gimg_hist h;
     gimg_status st = gimg_hist_compute(ctx, in, &p, &h);
     if (st)
         return st;
     const int n_tables = luma_only ? 1 : n_eq;
-    const uint32_t maxv = in->sample == GIMG_U8 ? 255 : 65535;
+    /* Results in the file's units: 0..maxval (gimg_image_max). */
+    const uint32_t maxv = is_float ? 1 : gimg_image_max(in);
     uint32_t *imap = NULL;
     float *fmap = NULL;
     if (is_float)
@@ -154,7 +159,7 @@ gimg_status gimg_hist_equalize(gimg_ctx *ctx, const gimg_image *in, int luma_onl
                     const uint32_t yv = gimg_luma_int(s[0], s[1], s[2]);
                     const int64_t delta = (int64_t)imap[yv] - yv;
                     for (int c = 0; c < 3; c++)
-                        d[c] = (unsigned char)clamp_add(s[c], delta, 255);
+                        d[c] = (unsigned char)clamp_add(s[c], delta, maxv);
                 } else {
                     for (int c = 0; c < n_eq; c++)
                         d[c] = (unsigned char)imap[c * 256 + s[c]];
@@ -166,7 +171,7 @@ gimg_status gimg_hist_equalize(gimg_ctx *ctx, const gimg_image *in, int luma_onl
                     const uint32_t yv = gimg_luma_int(s[0], s[1], s[2]);
                     const int64_t delta = (int64_t)imap[yv] - yv;
                     for (int c = 0; c < 3; c++)
-                        d[c] = (uint16_t)clamp_add(s[c], delta, 65535);
+                        d[c] = (uint16_t)clamp_add(s[c], delta, maxv);
                 } else {
                     for (int c = 0; c < n_eq; c++)
                         d[c] = (uint16_t)imap[(size_t)c * 65536 + s[c]];
@@ -176,5 +181,6 @@ gimg_status gimg_hist_equalize(gimg_ctx *ctx, const gimg_image *in, int luma_onl
     }
     free(fmap);
     free(imap);
+    out->maxval = is_float ? 0 : in->maxval;
     return GIMG_OK;
 }

@@ -49,12 +49,24 @@ int gimg_exit_code(gimg_status st);
 
 typedef enum { GIMG_U8 = 1, GIMG_U16 = 2, GIMG_F32 = 4 } gimg_sample; /* value = bytes */
 
+typedef struct gimg_meta gimg_meta; /* the image's metadata: see "metadata" below */
+
 typedef struct {
     int width, height;      /* >= 1 */
     int channels;           /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
     gimg_sample sample;
     size_t stride_bytes;    /* distance between row starts */
     unsigned char *data;    /* owned by the image */
+    /* The samples' range in the file's own units: 0 is the sample type's
+     * full range (255, 65535; 0..1 for float); otherwise 1..65535 for
+     * integer samples, which then lie in 0..maxval (a PNM/PAM's maxval,
+     * 2^b - 1 for a PNG's sBIT or a TIFF's BitsPerSample of b bits).
+     * Statistics and histograms report in these units; operations keep
+     * the samples in 0..maxval and pass it on. */
+    unsigned maxval;
+    /* NULL: none. Owned by the image (gimg_image_free frees it); an
+     * operation that only moves or changes pixels passes it on. */
+    gimg_meta *meta;
 } gimg_image;
 
 /* Size limits, checked from a file's header before any large allocation. */
@@ -72,7 +84,14 @@ gimg_status gimg_check_size(int64_t width, int64_t height, int channels,
  * uninitialised. The caller frees it with gimg_image_free(). */
 gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels,
                              gimg_sample sample);
+/* Frees the pixels and the metadata, and zeroes *im. */
 void gimg_image_free(gimg_image *im);
+/* The largest sample value of im: maxval, else 255, 65535 (1 for float). */
+static inline unsigned gimg_image_max(const gimg_image *im)
+{
+    return im->maxval ? im->maxval : im->sample == GIMG_U8 ? 255u
+                                   : im->sample == GIMG_U16 ? 65535u : 1u;
+}
 static inline size_t gimg_pixel_bytes(const gimg_image *im)
 {
     return (size_t)im->channels * (size_t)im->sample;
@@ -82,12 +101,75 @@ static inline unsigned char *gimg_row(const gimg_image *im, int y)
     return im->data + (size_t)y * im->stride_bytes;
 }
 
+/* ---------------------------------------------------------------- metadata */
+
+/*
+ * What a file says about its image besides the pixels: kept from input to
+ * output by every tool (gimg(7), METADATA). The decoders fill what their
+ * format holds; the encoders write what theirs can hold (gimg_codec.meta)
+ * and drop the rest (gimg_take_dropped_meta). Nothing is parsed beyond what
+ * the tools need: the EXIF orientation and pixel dimensions.
+ *
+ * Ownership: a gimg_meta and every buffer in it are malloc'd and owned by
+ * the gimg_meta; gimg_meta_free() releases all of it.
+ */
+typedef struct {
+    char *keyword;            /* NUL-terminated, 1..79 bytes (Latin-1) */
+    char *text;               /* NUL-terminated: UTF-8 for iTXt, Latin-1 otherwise */
+    char *language;           /* iTXt's language tag, else NULL */
+    char *translated_keyword; /* iTXt's, UTF-8, else NULL */
+    int international;        /* 1: iTXt; 0: tEXt or zTXt */
+    int compressed;           /* 1: zTXt, or a compressed iTXt */
+} gimg_text;
+
+struct gimg_meta {
+    unsigned char *icc;   size_t icc_bytes;   /* the ICC profile, whole */
+    unsigned char *exif;  size_t exif_bytes;  /* the TIFF-structured EXIF block ("II*\0" or
+                                                 "MM\0*" onwards: no JPEG "Exif\0\0") */
+    unsigned char *xmp;   size_t xmp_bytes;   /* the XMP packet */
+    int orientation;      /* EXIF/TIFF orientation 1..8; 0: not recorded. Kept equal to
+                             the EXIF block's tag (gimg_meta_set_orientation) */
+    double x_dpi, y_dpi;  /* resolution in pixels per inch; 0: not recorded */
+    gimg_text *texts;     /* PNG's text chunks, in file order */
+    int n_texts;
+    /* What the decoder dropped as malformed, for the tools' warning ("EXIF
+     * dropped: its IFD0 points past the block"); "" for nothing. */
+    char warning[128];
+};
+
+/* Kinds of metadata, as bits: what a format holds (gimg_codec.meta) and
+ * what an output dropped. */
+enum {
+    GIMG_META_ICC = 1 << 0,
+    GIMG_META_EXIF = 1 << 1,
+    GIMG_META_XMP = 1 << 2,
+    GIMG_META_RESOLUTION = 1 << 3,
+    GIMG_META_TEXT = 1 << 4,
+    GIMG_META_ORIENTATION = 1 << 5   /* a format's own orientation field (TIFF's tag) */
+};
+
+/* A new, empty gimg_meta (calloc'd); NULL when out of memory. */
+gimg_meta *gimg_meta_new(void);
+void gimg_meta_free(gimg_meta *m);
+/* A deep copy of m into *out (NULL for m NULL). */
+gimg_status gimg_meta_copy(const gimg_meta *m, gimg_meta **out);
+/* The GIMG_META_* kinds m holds (0 for NULL or empty). */
+unsigned gimg_meta_kinds(const gimg_meta *m);
+/* Sets the orientation (1..8) in m and in its EXIF block's IFD0 tag, when
+ * the block has one. */
+void gimg_meta_set_orientation(gimg_meta *m, int orientation);
+/* Records the image's new size in the EXIF block's PixelXDimension and
+ * PixelYDimension, where it has them (gtranspose swaps them). */
+void gimg_meta_set_dimensions(gimg_meta *m, int width, int height);
+/* Words for kinds ("ICC profile, EXIF"), into buf; returns buf. */
+const char *gimg_meta_kind_text(unsigned kinds, char *buf, size_t size);
+
 /* ----------------------------------------------------------------- formats */
 
 typedef enum {
     GIMG_FMT_UNKNOWN = 0,
     GIMG_FMT_PNG, GIMG_FMT_JPEG, GIMG_FMT_BMP, GIMG_FMT_TGA, GIMG_FMT_HDR,
-    GIMG_FMT_PNM,   /* P5/P6 (P1-P4 read too); gray and RGB, maxval 255 or 65535 */
+    GIMG_FMT_PNM,   /* P5/P6 (P1-P4 read too); gray and RGB, maxval 1..65535 */
     GIMG_FMT_PAM,   /* P7, 1-4 channels */
     GIMG_FMT_PFM,   /* Pf/PF, 32-bit float */
     GIMG_FMT_TIFF, GIMG_FMT_WEBP,
@@ -174,6 +256,7 @@ typedef struct {
     int jpeg_progressive;            /* 1: a progressive JPEG */
     gimg_tiff_compression tiff_compression;
     int webp_lossless;               /* 1: lossless WebP */
+    int strip;                       /* 1: write no metadata (--strip) */
 } gimg_write_opts;
 
 void gimg_write_opts_init(gimg_write_opts *o);
@@ -207,6 +290,11 @@ unsigned gimg_take_losses(gimg_format *first_format);
 /* The losses as words for a message, into buf: "alpha dropped, 16-bit
  * samples narrowed to 8-bit"; "" for none. Returns buf. */
 const char *gimg_loss_text(unsigned losses, char *buf, size_t size);
+
+/* The metadata kinds (GIMG_META_*) that encoding dropped since the last
+ * call, process-wide, because the output format could not hold them, and
+ * the first such format; clears both. The tools say so under -v. */
+unsigned gimg_take_dropped_meta(gimg_format *first_format);
 
 /* Writes buf to path atomically: a temporary file beside the target, renamed
  * over it only after a complete, checked write and close; nothing appears on

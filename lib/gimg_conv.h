@@ -14,7 +14,7 @@
  * Arithmetic: samples are widened to float (8/16-bit as their integer
  * values, so 0..255 or 0..65535), every tap is one fused multiply-add in the
  * order of the sum above (rows, then columns), and 8/16-bit results are
- * clamped to the type's range and rounded to nearest (ties to even). The
+ * clamped to 0..maxval (gimg_image_max) and rounded to nearest (ties to even). The
  * CPU reference, the fast CPU path and the GPU follow the same plan and give
  * the same bits.
  */

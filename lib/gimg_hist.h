@@ -40,7 +40,9 @@ typedef struct {
 } gimg_hist;
 
 /* The defaults for im: 256 bins over the sample type's full range, [0, 256)
- * for 8-bit, [0, 65536) for 16-bit, [0, 1] for float; no luma. */
+ * for 8-bit, [0, 65536) for 16-bit, [0, 1] for float; no luma. An image
+ * with its own maxval gets one bin per value up to maxval 255, else 256
+ * bins of ceil((maxval + 1) / 256) values from 0. */
 void gimg_hist_default_params(const gimg_image *im, gimg_hist_params *p);
 
 /* Counts im (any stride: a region is a view into a larger image) on the
@@ -66,7 +68,8 @@ void gimg_hist_free(gimg_hist *h);
  * bins): with N counted samples, cdf(v) the number of samples <= v and
  * cdf_min that of the darkest value present,
  *     v' = round((cdf(v) - cdf_min) / (N - cdf_min) * max)
- * with max = 255, 65535 or 1.0 (float results are not rounded). A channel
+ * with max = 255, 65535, the image's maxval, or 1.0 (float results are not
+ * rounded). A channel
  * with a single value is left as it is. NaN stays NaN.
  *
  * luma_only = 0: gray, red, green and blue are each equalized on their

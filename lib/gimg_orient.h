@@ -1,4 +1,15 @@
-/* gimg_orient.h — the eight symmetries of the rectangle (gtranspose). */
+/*
+ * gimg_orient.h — the eight symmetries of the rectangle (gtranspose), and
+ * the EXIF orientation undone ("auto-orient").
+ *
+ * Every operation's output keeps the input's maxval and a copy of its
+ * metadata (gimg_image.meta). Only GIMG_ORIENT_AUTO changes the
+ * orientation it records (to 1, top-left); the others move the stored
+ * pixels and leave the tag as it was, as `vips rot` and ImageMagick's
+ * -rotate do. Operations that swap the width and the height record the
+ * new size in the EXIF block's pixel dimensions, where it has them
+ * (gimg_meta_set_dimensions).
+ */
 #ifndef GIMG_ORIENT_H
 #define GIMG_ORIENT_H
 
@@ -8,7 +19,8 @@
 extern "C" {
 #endif
 
-/* The eight symmetries of the rectangle (dihedral group D4). */
+/* The symmetries of the rectangle (dihedral group D4) other than the
+ * identity, and AUTO. */
 typedef enum {
     GIMG_ORIENT_TRANSPOSE,   /* out(r,c) = in(c, r) */
     GIMG_ORIENT_TRANSVERSE,  /* out(r,c) = in(H-1-c, W-1-r) */
@@ -16,11 +28,25 @@ typedef enum {
     GIMG_ORIENT_FLOP,        /* left-right */
     GIMG_ORIENT_ROT90,       /* clockwise */
     GIMG_ORIENT_ROT180,
-    GIMG_ORIENT_ROT270
+    GIMG_ORIENT_ROT270,
+    /* The symmetry that puts the image upright from the orientation its
+     * metadata records (gimg_orient_from_exif), which then records 1; an
+     * image that records none, or 1, comes out as a copy. */
+    GIMG_ORIENT_AUTO
 } gimg_orient_op;
 
+/* "transpose", "transverse", "flip", "flop", "rot90", "rot180", "rot270",
+ * "auto"; anything else is a usage error. */
 gimg_status gimg_orient_parse(const char *name, gimg_orient_op *op);
 const char *gimg_orient_name(gimg_orient_op op);
+
+/* The symmetry that turns an image stored with EXIF (or TIFF) orientation
+ * `orientation` upright, as `convert -auto-orient` and `vips autorot` do:
+ *   2 flop, 3 rot180, 4 flip, 5 transpose, 6 rot90, 7 transverse, 8 rot270.
+ * Returns 1 and sets *op for 2 to 8; returns 0 and leaves *op alone when
+ * there is nothing to do: 1 (top-left), 0 (not recorded) or any value
+ * outside 1..8. */
+int gimg_orient_from_exif(int orientation, gimg_orient_op *op);
 
 /* CPU reference and fallback. Allocates *out (caller frees). */
 gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image *out);

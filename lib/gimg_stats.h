@@ -131,12 +131,13 @@ typedef struct {
 typedef struct {
     int channels;        /* ch[channels] is "all" */
     gimg_sample sample;
-    double peak;         /* 255, 65535, or 1 for float */
+    double peak;         /* the maxval (gimg_image_max): 255, 65535, the file's, or 1 */
     gimg_channel_diff ch[GIMG_STATS_MAX_CHANNELS];
 } gimg_diff;
 
-/* Compares im against the reference ref (same size, channels and sample
- * type, or GIMG_E_FORMAT saying which differs), on the backend ctx chooses.
+/* Compares im against the reference ref (same size, channels, sample type
+ * and maxval, or GIMG_E_FORMAT saying which differs), on the backend ctx
+ * chooses.
  * Differences of 8/16-bit samples are exact integers; of float samples,
  * computed in double (pairs with a NaN or an infinity count as differing
  * when they differ, and are left out of the other figures). */

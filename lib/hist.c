@@ -20,12 +20,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Integer samples count in the file's units, 0..max (gimg_image_max: the
+ * maxval, else 255 or 65535): one bin per value up to max 255, else 256
+ * bins of k = ceil((max + 1) / 256) values each, from 0 — whole values a
+ * bin, so that no bin counts more values than another (maxval 4095: 256
+ * bins of 16 over [0, 4096); 1000: of 4 over [0, 1024), the last bins
+ * past the maxval empty). 255 and 65535 give the full-range defaults.
+ */
 void gimg_hist_default_params(const gimg_image *im, gimg_hist_params *p)
 {
-    p->bins = 256;
     p->lo = 0;
-    p->hi = im->sample == GIMG_U8 ? 256 : im->sample == GIMG_U16 ? 65536 : 1;
     p->luma = 0;
+    if (im->sample == GIMG_F32) {
+        p->bins = 256;
+        p->hi = 1;
+        return;
+    }
+    const unsigned values = gimg_image_max(im) + 1;
+    if (values <= 256) {
+        p->bins = (int)values;
+        p->hi = values;
+    } else {
+        p->bins = 256;
+        p->hi = 256.0 * ((values + 255) / 256);
+    }
 }
 
 gimg_status gimg_hist_parse_range(const char *s, double *lo, double *hi)

@@ -85,6 +85,7 @@ void gimg_image_free(gimg_image *im)
     if (!im)
         return;
     free(im->data);
+    gimg_meta_free(im->meta);
     memset(im, 0, sizeof *im);
 }
 

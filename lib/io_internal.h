@@ -33,7 +33,7 @@ gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *ou
 gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
                             size_t *len);
 /* Encodes im, whose layout must already suit f:
- *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval 255/65535)
+ *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval gimg_image_max(im))
  *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
  *   GIMG_FMT_PFM: 1 or 3 channels, F32 (Pf/PF, little-endian)
  * into a malloc'd buffer the caller frees. */
@@ -49,6 +49,11 @@ gimg_status gimg_png_encode(const gimg_image *im, int level,
                             unsigned char **buf, size_t *len);
 
 /* ------------------------------------------------------------- write.c */
+
+/* The words of the set bits of `bits` (bit i: words[i]), joined by ", ",
+ * into buf; returns buf. */
+const char *gimg_io_bits_text(unsigned bits, const char *const *words, unsigned n_words,
+                              char *buf, size_t size);
 
 /* The registry of temporary files the signal handler removes. Registering
  * returns a slot (-1 if the registry is full: the file is then simply not

@@ -8,6 +8,13 @@
  * walk the output in 64x64-pixel blocks so that both the rows read and the
  * rows written stay in cache; the others copy (or reverse) whole rows.
  * Output rows are shared among OpenMP threads.
+ *
+ * "auto" is no symmetry of its own: it is resolved per image, from the
+ * orientation the image's metadata records (gimg_orient_from_exif), to one
+ * of the seven, or to the identity (a copy: the plan {0, 0, 0}) when there
+ * is nothing to undo. Every output takes the input's maxval and a copy of
+ * its metadata (carry_over): the orientation is reset to 1 by auto alone,
+ * and the EXIF pixel dimensions follow a swap of the width and height.
  */
 #include "gimg.h"
 #include "ctx_internal.h"
@@ -24,6 +31,9 @@ static const struct { const char *name; gimg_orient_op op; gimg_orient_plan plan
     {"rot90", GIMG_ORIENT_ROT90, {1, 1, 0}},
     {"rot180", GIMG_ORIENT_ROT180, {0, 1, 1}},
     {"rot270", GIMG_ORIENT_ROT270, {1, 0, 1}},
+    /* Resolved per image (plan_for); this row's plan, the identity, is the
+     * one for an image that records no orientation. */
+    {"auto", GIMG_ORIENT_AUTO, {0, 0, 0}},
 };
 #define N_OPS (sizeof k_ops / sizeof k_ops[0])
 
@@ -36,7 +46,7 @@ gimg_status gimg_orient_parse(const char *name, gimg_orient_op *op)
         }
     return gimg_fail(GIMG_E_USAGE,
                      "unknown operation '%s' (transpose, transverse, flip, flop, rot90, "
-                     "rot180 or rot270)", name);
+                     "rot180, rot270 or auto)", name);
 }
 
 const char *gimg_orient_name(gimg_orient_op op)
@@ -55,9 +65,54 @@ gimg_orient_plan gimg_orient_plan_of(gimg_orient_op op)
     return k_ops[0].plan;
 }
 
+int gimg_orient_from_exif(int orientation, gimg_orient_op *op)
+{
+    /* EXIF 2.3, tag 0x0112: where the stored image's first row and column
+     * lie in the scene. Index: the orientation; 1 (top-left) needs nothing.
+     * Checked against `convert -auto-orient` and `vips autorot`
+     * (tests/cli_orient.sh). */
+    static const gimg_orient_op k_upright[9] = {
+        [2] = GIMG_ORIENT_FLOP,      [3] = GIMG_ORIENT_ROT180, [4] = GIMG_ORIENT_FLIP,
+        [5] = GIMG_ORIENT_TRANSPOSE, [6] = GIMG_ORIENT_ROT90,  [7] = GIMG_ORIENT_TRANSVERSE,
+        [8] = GIMG_ORIENT_ROT270,
+    };
+    if (orientation < 2 || orientation > 8)
+        return 0;
+    *op = k_upright[orientation];
+    return 1;
+}
+
+/* The symmetry op applies to in: auto's comes from in's orientation. */
+static gimg_orient_plan plan_for(const gimg_image *in, gimg_orient_op op)
+{
+    gimg_orient_op upright;
+    if (op == GIMG_ORIENT_AUTO &&
+        gimg_orient_from_exif(in->meta ? in->meta->orientation : 0, &upright))
+        op = upright;
+    return gimg_orient_plan_of(op);
+}
+
+/* What the output takes from the input besides the pixels: see the head of
+ * this file. */
+static gimg_status carry_over(const gimg_image *in, gimg_orient_op op, gimg_image *out)
+{
+    out->maxval = in->maxval;
+    if (!in->meta)
+        return GIMG_OK;
+    gimg_status st = gimg_meta_copy(in->meta, &out->meta);
+    if (st)
+        return st;
+    gimg_orient_op upright;
+    if (op == GIMG_ORIENT_AUTO && gimg_orient_from_exif(in->meta->orientation, &upright))
+        gimg_meta_set_orientation(out->meta, 1);
+    if (plan_for(in, op).transpose)
+        gimg_meta_set_dimensions(out->meta, out->width, out->height);
+    return GIMG_OK;
+}
+
 gimg_status gimg_orient_alloc_output(const gimg_image *in, gimg_orient_op op, gimg_image *out)
 {
-    gimg_orient_plan p = gimg_orient_plan_of(op);
+    gimg_orient_plan p = plan_for(in, op);
     return gimg_image_alloc(out, p.transpose ? in->height : in->width,
                             p.transpose ? in->width : in->height, in->channels, in->sample);
 }
@@ -117,7 +172,7 @@ static void pick(size_t pixel_bytes, transpose_fn *t, mirror_fn *m)
 
 void gimg_orient_cpu_into(const gimg_image *in, gimg_orient_op op, gimg_image *out)
 {
-    gimg_orient_plan p = gimg_orient_plan_of(op);
+    gimg_orient_plan p = plan_for(in, op);
     const int OH = out->height, OW = out->width;
     const size_t row_bytes = (size_t)in->width * gimg_pixel_bytes(in);
     transpose_fn transpose_block;
@@ -149,6 +204,10 @@ gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image 
     gimg_status st = gimg_orient_alloc_output(in, op, out);
     if (st)
         return st;
+    if ((st = carry_over(in, op, out))) {
+        gimg_image_free(out);
+        return st;
+    }
     gimg_orient_cpu_into(in, op, out);
     return GIMG_OK;
 }
@@ -160,7 +219,7 @@ gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image 
 static gimg_status orient_gpu(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *in,
                               gimg_orient_op op, gimg_image *out)
 {
-    gimg_orient_plan p = gimg_orient_plan_of(op);
+    gimg_orient_plan p = plan_for(in, op);
     gimg_dimage d_in, d_out;
     double t0 = gimg_now_ms();
     gimg_status st;
@@ -191,6 +250,10 @@ gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, 
         return st;
     if ((st = gimg_orient_alloc_output(in, op, out)))
         return st;
+    if ((st = carry_over(in, op, out))) {
+        gimg_image_free(out);
+        return st;
+    }
 #ifdef GIMG_HAVE_CUDA
     if (gpu) {
         st = orient_gpu(ctx, gpu, in, op, out);

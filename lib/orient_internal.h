@@ -24,8 +24,11 @@ typedef struct { int transpose, rev_rows, rev_cols; } gimg_orient_plan;
  * for them; --device gpu still does. */
 #define GIMG_ORIENT_GPU_MIN_BYTES SIZE_MAX
 
+/* The plan of op; AUTO's is the identity {0, 0, 0} (a copy): callers
+ * resolve AUTO from the image first. */
 gimg_orient_plan gimg_orient_plan_of(gimg_orient_op op);
-/* Allocates the output image of op for in (caller frees). */
+/* Allocates the output image of op for in (caller frees); AUTO is
+ * resolved from in's orientation, here and in gimg_orient_cpu_into. */
 gimg_status gimg_orient_alloc_output(const gimg_image *in, gimg_orient_op op, gimg_image *out);
 /* CPU work into an already allocated output of the right size. */
 void gimg_orient_cpu_into(const gimg_image *in, gimg_orient_op op, gimg_image *out);

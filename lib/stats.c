@@ -1057,6 +1057,18 @@ void gimg_diff_finish(const gimg_diff_sums *d, int C, gimg_sample sample, gimg_d
     }
 }
 
+/* Samples in 0..maxval: PSNR's peak is the maxval, as for netpbm's pnmpsnr
+ * (the differences themselves are in the file's units already). */
+static void set_peak(gimg_diff *out, unsigned maxval)
+{
+    out->peak = maxval;
+    for (int c = 0; c <= out->channels; c++) {
+        gimg_channel_diff *r = &out->ch[c];
+        if (r->count && r->mse > 0)
+            r->psnr = 10 * log10(out->peak * out->peak / r->mse);
+    }
+}
+
 static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
                                   gimg_diff *out, int reference)
 {
@@ -1070,6 +1082,10 @@ static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gi
     if (ref->sample != im->sample)
         return gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference has %d-bit",
                          8 * (int)im->sample, 8 * (int)ref->sample);
+    if (gimg_image_max(ref) != gimg_image_max(im))
+        return gimg_fail(GIMG_E_FORMAT, "samples in 0..%u, the reference's in 0..%u (maxval): "
+                                        "convert one to the other's range first",
+                         gimg_image_max(im), gimg_image_max(ref));
     if ((st = gimg_stats_check(im)))
         return st;
     memset(out, 0, sizeof *out);
@@ -1090,8 +1106,11 @@ static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gi
 #endif
     if (!reference && !gpu && !st)
         gimg_diff_sums_fast(ref, im, &d);
-    if (!st)
+    if (!st) {
         gimg_diff_finish(&d, im->channels, im->sample, out);
+        if (im->maxval && im->sample != GIMG_F32)
+            set_peak(out, im->maxval);
+    }
     return st;
 }
 

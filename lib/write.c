@@ -9,6 +9,19 @@
  *   float -> 16 bit: round(clamp(v, 0, 1) * 65535); 8/16 bit -> float: v / 255
  *   or v / 65535; NaN counts as 0; alpha, where the format has none, dropped.
  * The layouts per format are listed in gimg(7), FORMATS.
+ *
+ * Samples in the file's own units (gimg_image.maxval): each row's
+ * maxval_rule says which maxvals its format keeps. ANY (PNM, PAM): all of
+ * them; BITS (PNG, TIFF): 2^b - 1 only; FULL (the others): none. An
+ * integer image whose maxval the format does not keep is first rescaled to
+ * the full range of its own sample type, v' = round(v * full / maxval)
+ * (full 255 or 65535, halves up, exact integer arithmetic: the same values
+ * netpbm's pamdepth gives), and then converted as above like any
+ * full-range image (so 12-bit -> JPEG is v * 65535 / 4095, then / 257).
+ * A maxval is kept only while the sample type stays; to float, integers
+ * are divided by their maxval (v / 4095), and float images have none.
+ * Rescaling records no loss: every value stays distinct, as in a
+ * full-range file; narrowing 16 to 8 bits is a loss only above maxval 255.
  */
 #include "codec.h"
 #include "io_internal.h"
@@ -34,6 +47,7 @@ void gimg_write_opts_init(gimg_write_opts *o)
     o->jpeg_progressive = 0;
     o->tiff_compression = GIMG_TIFF_DEFLATE;
     o->webp_lossless = 0;
+    o->strip = 0;
 }
 
 gimg_format gimg_output_format(const char *path, const gimg_write_opts *o, const gimg_image *im)
@@ -81,11 +95,65 @@ static inline uint16_t f32_to_u16(float v)
                 out[o] = (EXPR);                                                 \
     }
 
-/* *view gets im with `channels` channels (the same, or alpha dropped) and
- * `sample` samples. When nothing needs to change it shares im's pixels
- * and *owned is 0; otherwise the caller frees it. */
-static gimg_status convert(const gimg_image *im, int channels, gimg_sample sample,
-                           gimg_image *view, int *owned)
+/* 1 if im's integer samples have a maxval below their type's full range. */
+static int has_own_maxval(const gimg_image *im)
+{
+    return im->maxval != 0 && im->sample != GIMG_F32 &&
+           im->maxval < (im->sample == GIMG_U8 ? 255u : 65535u);
+}
+
+/* The maxval an encoder receives for im converted to `sample` samples,
+ * under its row's maxval_rule (codec.h): im's own where the format keeps
+ * it, else 0 (im is then rescaled to the full range). Integer samples
+ * only, and only while the sample type stays. */
+static unsigned kept_maxval(const gimg_image *im, gimg_sample sample, int rule)
+{
+    const unsigned m = im->maxval;
+    if (!has_own_maxval(im) || sample != im->sample)
+        return 0;
+    if (rule == GIMG_MAXVAL_ANY || (rule == GIMG_MAXVAL_BITS && (m & (m + 1)) == 0))
+        return m;
+    return 0;
+}
+
+/* *out gets im rescaled from 0..maxval to its sample type's full range:
+ * v' = round(v * full / maxval), halves up, in exact integer arithmetic
+ * (a sample over maxval counts as maxval). Every channel, alpha too. */
+static gimg_status rescale_full(const gimg_image *im, gimg_image *out)
+{
+    const uint32_t m = im->maxval, full = im->sample == GIMG_U8 ? 255u : 65535u;
+    uint16_t *lut = malloc((full + 1) * sizeof *lut);
+    if (!lut)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    for (uint32_t v = 0; v <= full; v++)  /* (v * full + m / 2) < 2^32 */
+        lut[v] = (uint16_t)(((v < m ? v : m) * full + m / 2) / m);
+    gimg_status st = gimg_image_alloc(out, im->width, im->height, im->channels, im->sample);
+    if (st) {
+        free(lut);
+        return st;
+    }
+    const size_t n = (size_t)im->width * (size_t)im->channels;
+    for (int y = 0; y < im->height; y++) {
+        if (im->sample == GIMG_U8) {
+            const uint8_t *in = gimg_row(im, y);
+            uint8_t *o = gimg_row(out, y);
+            for (size_t i = 0; i < n; i++)
+                o[i] = (uint8_t)lut[in[i]];
+        } else {
+            const uint16_t *in = (const uint16_t *)gimg_row(im, y);
+            uint16_t *o = (uint16_t *)gimg_row(out, y);
+            for (size_t i = 0; i < n; i++)
+                o[i] = lut[in[i]];
+        }
+    }
+    free(lut);
+    return GIMG_OK;
+}
+
+/* The layout conversion proper, from full-range (or float) samples or
+ * with maxval kept: see convert(). fmax divides integers going to float. */
+static gimg_status convert_layout(const gimg_image *im, int channels, gimg_sample sample,
+                                  float fmax, gimg_image *view, int *owned)
 {
     *owned = 0;
     if (channels == im->channels && sample == im->sample) {
@@ -103,13 +171,13 @@ static gimg_status convert(const gimg_image *im, int channels, gimg_sample sampl
     } else if (from == GIMG_U8 && sample == GIMG_U16) {
         CONVERT_LOOP(uint8_t, uint16_t, (uint16_t)(in[i] * 257u))
     } else if (from == GIMG_U8) {
-        CONVERT_LOOP(uint8_t, float, in[i] / 255.0f)
+        CONVERT_LOOP(uint8_t, float, in[i] / fmax)
     } else if (from == GIMG_U16 && sample == GIMG_U8) {
         CONVERT_LOOP(uint16_t, uint8_t, (uint8_t)((in[i] + 128u) / 257u))
     } else if (from == GIMG_U16 && sample == GIMG_U16) {
         CONVERT_LOOP(uint16_t, uint16_t, in[i])
     } else if (from == GIMG_U16) {
-        CONVERT_LOOP(uint16_t, float, in[i] / 65535.0f)
+        CONVERT_LOOP(uint16_t, float, in[i] / fmax)
     } else if (sample == GIMG_U8) {
         CONVERT_LOOP(float, uint8_t, f32_to_u8(in[i]))
     } else if (sample == GIMG_U16) {
@@ -117,6 +185,39 @@ static gimg_status convert(const gimg_image *im, int channels, gimg_sample sampl
     } else {
         CONVERT_LOOP(float, float, in[i])
     }
+    return GIMG_OK;
+}
+
+/* *view gets im with `channels` channels (the same, or alpha dropped) and
+ * `sample` samples, its maxval as the format's maxval_rule allows (see the
+ * top): integer samples whose maxval the format cannot keep are rescaled
+ * to the full range first, then converted as full-range samples are;
+ * integers going to float are divided by their maxval. When nothing needs
+ * to change it shares im's pixels and *owned is 0; otherwise the caller
+ * frees it (its meta is NULL). */
+static gimg_status convert(const gimg_image *im, int channels, gimg_sample sample,
+                           int maxval_rule, gimg_image *view, int *owned)
+{
+    const unsigned kept = kept_maxval(im, sample, maxval_rule);
+    const int rescale = has_own_maxval(im) && kept == 0 && sample != GIMG_F32;
+    gimg_status st;
+    if (!rescale) {
+        if ((st = convert_layout(im, channels, sample, (float)gimg_image_max(im), view, owned)))
+            return st;
+        view->maxval = kept;
+        return GIMG_OK;
+    }
+    gimg_image full;
+    if ((st = rescale_full(im, &full)))
+        return st;
+    st = convert_layout(&full, channels, sample, (float)gimg_image_max(&full), view,
+                        owned);
+    if (st || *owned) {
+        gimg_image_free(&full);
+        return st;
+    }
+    *view = full;  /* nothing more to change: the rescaled image is the view */
+    *owned = 1;
     return GIMG_OK;
 }
 
@@ -142,7 +243,8 @@ static unsigned losses_of(const gimg_image *im, int channels, gimg_sample sample
     unsigned l = 0;
     if (channels < im->channels && im->channels % 2 == 0)
         l |= GIMG_LOSS_ALPHA;
-    if (im->sample == GIMG_U16 && sample == GIMG_U8)
+    /* A 16-bit image whose maxval is at most 255 narrows without loss. */
+    if (im->sample == GIMG_U16 && sample == GIMG_U8 && gimg_image_max(im) > 255)
         l |= GIMG_LOSS_DEPTH;
     if (im->sample == GIMG_F32 && sample != GIMG_F32)
         l |= GIMG_LOSS_FLOAT;
@@ -158,19 +260,93 @@ unsigned gimg_take_losses(gimg_format *first_format)
     return l;
 }
 
-const char *gimg_loss_text(unsigned losses, char *buf, size_t size)
+const char *gimg_io_bits_text(unsigned bits, const char *const *words, unsigned n_words,
+                              char *buf, size_t size)
 {
-    static const char *const words[] = {"alpha dropped", "16-bit samples narrowed to 8-bit",
-                                        "float samples clamped to 0..1 and quantised"};
     size_t n = 0;
     if (size)
         buf[0] = '\0';
-    for (unsigned i = 0; i < sizeof words / sizeof words[0] && n < size; i++)
-        if (losses >> i & 1) {
+    for (unsigned i = 0; i < n_words && n < size; i++)
+        if (bits >> i & 1) {
             int k = snprintf(buf + n, size - n, "%s%s", n ? ", " : "", words[i]);
             n += k > 0 ? (size_t)k : 0;
         }
     return buf;
+}
+
+const char *gimg_loss_text(unsigned losses, char *buf, size_t size)
+{
+    static const char *const words[] = {"alpha dropped", "16-bit samples narrowed to 8-bit",
+                                        "float samples clamped to 0..1 and quantised"};
+    return gimg_io_bits_text(losses, words, sizeof words / sizeof words[0], buf, size);
+}
+
+/* ----------------------------------------------------------- metadata */
+
+static atomic_uint g_dropped;
+static _Atomic gimg_format g_dropped_format;
+
+unsigned gimg_take_dropped_meta(gimg_format *first_format)
+{
+    unsigned d = atomic_exchange(&g_dropped, 0);
+    gimg_format f = atomic_exchange(&g_dropped_format, GIMG_FMT_UNKNOWN);
+    if (first_format)
+        *first_format = f;
+    return d;
+}
+
+/* Records what of the kinds `present` codec c cannot hold. */
+static void record_dropped(unsigned present, unsigned held, gimg_format f)
+{
+    unsigned dropped = present & ~held;
+    if (present & GIMG_META_EXIF || held & GIMG_META_EXIF)
+        dropped &= ~(unsigned)GIMG_META_ORIENTATION; /* said as EXIF, or kept inside it */
+    if (dropped) {
+        gimg_format none = GIMG_FMT_UNKNOWN;
+        atomic_compare_exchange_strong(&g_dropped_format, &none, f);
+        atomic_fetch_or(&g_dropped, dropped);
+    }
+}
+
+/* The metadata codec c gets for m: none under --strip; m itself when c
+ * holds all of it; otherwise a copy (*owned = 1) without what c cannot
+ * hold (the format has no place for it, or no room: c->unfit_meta), which
+ * is recorded as dropped. The orientation travels inside the EXIF block
+ * for the formats that keep it only there: such a format gets a minimal
+ * block when m has an orientation (from a TIFF tag, or in an EXIF block
+ * too large for it) but no EXIF it can hold; a TIFF output writes
+ * m->orientation as its own tag. */
+static gimg_status meta_for(gimg_meta *m, const gimg_codec *c, const gimg_write_opts *o,
+                            gimg_meta **out, int *owned)
+{
+    *out = NULL;
+    *owned = 0;
+    unsigned present = o->strip ? 0 : gimg_meta_kinds(m);
+    if (!present)
+        return GIMG_OK;
+    unsigned held = c->meta & ~(c->unfit_meta ? c->unfit_meta(m) : 0u);
+    int add_exif = (c->meta & GIMG_META_EXIF) && !(c->meta & GIMG_META_ORIENTATION) &&
+                   !(present & held & GIMG_META_EXIF) && m->orientation > 1;
+    record_dropped(present, held, c->format);
+    unsigned kept_whole = held & GIMG_META_EXIF ? held | GIMG_META_ORIENTATION : held;
+    if (!(present & ~kept_whole) && !add_exif) {
+        *out = m;
+        return GIMG_OK;
+    }
+    if (!(present & held) && !add_exif)
+        return GIMG_OK;
+    gimg_meta *d;
+    gimg_status st = gimg_meta_copy(m, &d);
+    if (st)
+        return st;
+    gimg_meta_drop(d, ~held & ~(unsigned)GIMG_META_ORIENTATION);
+    if (add_exif && !(d->exif = gimg_exif_minimal(d->orientation, &d->exif_bytes))) {
+        gimg_meta_free(d);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory for metadata");
+    }
+    *out = d;
+    *owned = 1;
+    return GIMG_OK;
 }
 
 gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_opts *o,
@@ -207,11 +383,22 @@ gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_op
     }
     gimg_image v;
     int owned;
-    if ((st = convert(im, channels, sample, &v, &owned)))
+    gimg_meta *meta = NULL;
+    int meta_owned = 0;
+    if ((st = meta_for(im->meta, c, o, &meta, &meta_owned)))
         return st;
+    if ((st = convert(im, channels, sample, c->maxval_rule, &v, &owned))) {
+        if (meta_owned)
+            gimg_meta_free(meta);
+        return st;
+    }
+    v.meta = meta;
     st = c->encode(&v, o, buf, len);
+    v.meta = NULL; /* borrowed, or freed below */
     if (owned)
         gimg_image_free(&v);
+    if (meta_owned)
+        gimg_meta_free(meta);
     return st;
 }
 
@@ -448,6 +635,7 @@ gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_
         gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);
         if (st)
             return st;
+        record_dropped(o->strip ? 0 : gimg_meta_kinds(im->meta), gimg_codec_of(f)->meta, f);
         parts p = {(const unsigned char *)hdr, im->data, hl, im->stride_bytes * (size_t)im->height};
         return write_file_parts(path, &p);
     }

@@ -8,7 +8,11 @@
 # crafted files, made here,
 # that must be refused: exit 1, "gtranspose: FILE: reason", no output, in
 # under a second of CPU (not checked with GIMG_TEST_SLOW=1, as under
-# valgrind). Tests that need djpeg, cjpeg or ImageMagick skip without them.
+# valgrind). Metadata (a profile by cjpeg -icc, EXIF, XMP and JFIF
+# resolution by exiftool) kept through each encoder path, a 3-chunk
+# profile read whole by exiftool and ImageMagick, --strip, a broken ICC
+# sequence dropped with a warning. Tests that need djpeg, cjpeg, exiftool
+# or ImageMagick skip without them.
 # One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
 TOOL=gtranspose
 . "$(dirname "$0")/cli_lib.sh"
@@ -400,5 +404,139 @@ for f in valid.jpg valid-prog.jpg; do
 done
 rm -f e/*
 result crafted-counterparts-decode "$why"
+
+# ------------------------------------------------------------ metadata
+
+# A profile: Pillow's sRGB (a real one, lcms') when /usr/bin/python3 has
+# it, else one written here (a valid-looking header and seeded bytes).
+/usr/bin/python3 -c 'from PIL import ImageCms; import sys
+open(sys.argv[1], "wb").write(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())' \
+    prof.icc 2>/dev/null ||
+    python3 - prof.icc <<'EOF2'
+import random, struct, sys
+random.seed(5)
+body = bytes(random.randrange(256) for _ in range(3000))
+head = struct.pack('>I', 3132) + b'gimg' + bytes([2, 0x10, 0, 0]) + b'mntrRGB XYZ ' + bytes(12) + b'acsp'
+open(sys.argv[1], 'wb').write(head + bytes(132 - len(head)) + body)
+EOF2
+# A profile over one marker's 65519 bytes: three APP2 chunks.
+python3 - big.icc <<'EOF2'
+import random, struct, sys
+random.seed(9)
+n = 150000
+head = struct.pack('>I', n) + b'gimg' + bytes([2, 0x10, 0, 0]) + b'mntrRGB XYZ ' + bytes(12) + b'acsp'
+open(sys.argv[1], 'wb').write(head + bytes(132 - len(head)) + bytes(random.randrange(256) for _ in range(n - 132)))
+EOF2
+
+# app_count FILE ID: how many APPn segments before the first scan start with ID.
+app_count() {
+    python3 - "$1" "$2" <<'EOF2'
+import sys
+b = open(sys.argv[1], "rb").read()
+ident = sys.argv[2].encode().replace(b"\\0", b"\0")
+at, n = 2, 0
+while at + 4 <= len(b) and b[at] == 0xFF and b[at + 1] != 0xDA:
+    size = b[at + 2] << 8 | b[at + 3]
+    if 0xE0 <= b[at + 1] <= 0xEF and b[at + 4:at + 2 + size].startswith(ident):
+        n += 1
+    at += 2 + size
+print(n)
+EOF2
+}
+
+# meta_same A B: A and B have the same profile, EXIF block and XMP packet
+# (exiftool's -b extracts), orientation and JFIF resolution.
+meta_same() {
+    local k
+    for k in ICC_Profile EXIF XMP; do
+        exiftool -b "-$k" "$1" >m1.bin 2>/dev/null
+        exiftool -b "-$k" "$2" >m2.bin 2>/dev/null
+        [ -s m1.bin ] || { echo "$1 has no $k"; return 1; }
+        cmp -s m1.bin m2.bin || { echo "$k differs ($(wc -c <m1.bin) and $(wc -c <m2.bin) bytes)"; return 1; }
+    done
+    local a b
+    a=$(exiftool -s3 -n -Orientation -JFIF:XResolution -JFIF:YResolution -JFIF:ResolutionUnit "$1")
+    b=$(exiftool -s3 -n -Orientation -JFIF:XResolution -JFIF:YResolution -JFIF:ResolutionUnit "$2")
+    [ "$a" = "$b" ] || { echo "orientation and resolution: '$(echo $a)' against '$(echo $b)'"; return 1; }
+}
+
+if have cjpeg && have exiftool; then
+    "$GEN" --seed 4 --pattern gradient 1200 900 3 8 big.ppm
+    for src in src big; do
+        cjpeg -icc prof.icc "$src.ppm" >"m-$src.jpg" &&
+            exiftool -q -overwrite_original -Orientation#=6 -XMP-dc:Title='gimg metadata' \
+                -JFIF:XResolution=300 -JFIF:YResolution=150 -JFIF:ResolutionUnit=inches "m-$src.jpg" ||
+            { fail "meta-setup-$src" "cjpeg -icc or exiftool failed"; }
+    done
+    # Each encoder path: small and sequential (counted), progressive,
+    # striped on 1 and 2 threads (a 1200x900 image: over a megapixel).
+    for run in "src -" "src --progressive" "big -" "big --progressive" "big-2threads -"; do
+        set -- $run
+        src=${1%-2threads} opt=$2 why=""
+        threads=1
+        [ "$1" != "$src" ] && threads=2
+        [ "$opt" = - ] && opt=""
+        OMP_NUM_THREADS=$threads "$PROG" $opt --op flip "m-$src.jpg" out.jpg 2>err.txt ||
+            why="exit $?: $(cat err.txt)"
+        [ -z "$why" ] && { why=$(meta_same "m-$src.jpg" out.jpg) || true; }
+        [ -z "$why" ] && [ "$(exiftool -s3 -n -Orientation out.jpg)" != 6 ] && why="orientation not 6"
+        [ -z "$why" ] && [ "$(app_count out.jpg 'ICC_PROFILE\0')" != 1 ] &&
+            why="$(app_count out.jpg 'ICC_PROFILE\0') ICC chunks"
+        [ -z "$why" ] && [ "$(app_count out.jpg 'Exif\0\0')" != 1 ] && why="EXIF not written once"
+        result "meta-kept-$1${2#-}" "$why"
+    done
+
+    # A profile in three chunks, through the striped encoder: exiftool
+    # joins the very profile; so does ImageMagick.
+    why=""
+    cjpeg -icc big.icc big.ppm >m-bigicc.jpg 2>/dev/null || why="cjpeg -icc failed"
+    [ -z "$why" ] && { OMP_NUM_THREADS=2 "$PROG" --op flop m-bigicc.jpg out.jpg 2>err.txt ||
+        why="exit $?: $(cat err.txt)"; }
+    [ -z "$why" ] && [ "$(app_count out.jpg 'ICC_PROFILE\0')" != 3 ] &&
+        why="$(app_count out.jpg 'ICC_PROFILE\0') chunks, wanted 3"
+    [ -z "$why" ] && { exiftool -b -ICC_Profile out.jpg 2>/dev/null | cmp -s - big.icc || why="exiftool's profile differs"; }
+    if [ -z "$why" ] && [ -x /usr/bin/convert ]; then
+        /usr/bin/convert out.jpg im.icc 2>/dev/null && cmp -s im.icc big.icc || why="ImageMagick's profile differs"
+    fi
+    result meta-three-chunk-profile "$why"
+
+    # --strip: none of it; the JFIF marker without a density.
+    why=""
+    "$PROG" --strip --op flip m-src.jpg out.jpg 2>err.txt || why="exit $?: $(cat err.txt)"
+    [ -z "$why" ] && [ -n "$(exiftool -s3 -ICC_Profile -EXIF:all -XMP:all out.jpg)" ] &&
+        why="metadata left: $(exiftool -s -ICC_Profile -EXIF:all -XMP:all out.jpg | head -n 3 | tr '\n' ' ')"
+    [ -z "$why" ] && [ "$(exiftool -s3 -n -JFIF:ResolutionUnit out.jpg)" != 0 ] && why="a JFIF density left"
+    result meta-strip "$why"
+
+    # ICC chunks that do not make a sequence (1 and 3 of 3): the image is
+    # read and written, the profile dropped with a warning, EXIF kept.
+    why=""
+    python3 - m-src.jpg gap.jpg <<'EOF2'
+import sys
+b = open(sys.argv[1], "rb").read()
+out, at = bytearray(b[:2]), 2
+while b[at + 1] != 0xDA:
+    size = b[at + 2] << 8 | b[at + 3]
+    seg = b[at:at + 2 + size]
+    if seg[4:16] == b"ICC_PROFILE\0":
+        data = seg[18:]
+        third = len(data) // 3
+        for n, part in ((1, data[:third]), (3, data[2 * third:])):
+            body = b"ICC_PROFILE\0" + bytes([n, 3]) + part
+            out += b"\xff\xe2" + (len(body) + 2).to_bytes(2, "big") + body
+    else:
+        out += seg
+    at += 2 + size
+open(sys.argv[2], "wb").write(out + b[at:])
+EOF2
+    "$PROG" --op flip gap.jpg out.jpg 2>err.txt || why="exit $?: $(cat err.txt)"
+    [ -z "$why" ] && { grep -q "ICC profile dropped: chunk 2 of 3 is missing" err.txt ||
+        why="no warning: $(cat err.txt)"; }
+    [ -z "$why" ] && [ "$(app_count out.jpg 'ICC_PROFILE\0')" != 0 ] && why="a profile written"
+    [ -z "$why" ] && [ "$(exiftool -s3 -n -Orientation out.jpg)" != 6 ] && why="EXIF lost"
+    result meta-hostile-icc-gap "$why"
+else
+    skip meta "cjpeg or exiftool is not installed"
+fi
 
 exit $failed

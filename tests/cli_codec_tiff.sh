@@ -4,8 +4,12 @@
 # that other programs write from ours (tiffcp: tiles, separate planes,
 # PackBits, JPEG, big-endian; ImageMagick: MINISWHITE, palette, bilevel
 # G4, float, alpha, tiles) decode to the same samples as vips's or
-# ImageMagick's decoding of the same file; pages as FILE[N]; hostile files
-# made here (python3) are refused cleanly and quickly.
+# ImageMagick's decoding of the same file; pages as FILE[N]; metadata (ICC
+# profile, XMP, resolution, orientation) kept page by page and dropped by
+# --strip, checked with tiffinfo, exiftool and identify; 12-bit and 10-bit
+# samples kept in their own units (maxval) through TIFF and pipes, and
+# b-bit files ImageMagick writes read as it reads them; hostile files made
+# here (python3) are refused cleanly and quickly.
 # One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
 # A test that needs a peer that is missing says SKIP. GIMG_TEST_SLOW=1
 # (tests/valgrind.sh sets it) skips the timing checks.
@@ -217,6 +221,276 @@ else
     skip vips-variants "vips not installed"
 fi
 
+# ------------------------------------------------- metadata (python3 tifffile)
+
+PY3=/usr/bin/python3
+EXIFTOOL=$(command -v exiftool || true)
+IDENTIFY=/usr/bin/identify
+[ -x "$IDENTIFY" ] || IDENTIFY=""
+# Input files with metadata, written by tifffile (numpy): m.tif (RGB,
+# orientation 6, 300 dpi, ICC profile, XMP), cm.tif (100 pixels/cm),
+# multi.tif (page 0 plain, page 1 with its own ICC, XMP and orientation 8).
+# The ICC profile is PIL's sRGB when PIL is there, else an outline written here.
+if [ -x "$PY3" ] && "$PY3" -c 'import numpy, tifffile' 2>/dev/null &&
+    "$PY3" - <<'PY' 2>meta-setup.err
+import numpy as np, struct, tifffile
+try:
+    from PIL import ImageCms
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
+except Exception:
+    body = bytes(range(256)) * 2
+    icc = struct.pack('>I', 132 + len(body)) + b'none' + b'\x02\x10\x00\x00' + b'mntrRGB XYZ '
+    icc += b'\x00' * 12 + b'acsp' + b'\x00' * (128 - 40) + struct.pack('>I', 0) + body
+icc2 = icc[:-8] + b'page two'
+open('srgb.icc', 'wb').write(icc)
+open('icc2.icc', 'wb').write(icc2)
+xmp = (b"<?xpacket begin='' id='W5M0MpCehiHzreSzNTczkc9d'?><x:xmpmeta xmlns:x='adobe:ns:meta/'>"
+       b"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'/></x:xmpmeta>"
+       b"<?xpacket end='w'?>")
+xmp2 = xmp.replace(b"end='w'", b"end='r'")
+open('xmp.xml', 'wb').write(xmp)
+open('xmp2.xml', 'wb').write(xmp2)
+y, x = np.mgrid[0:30, 0:40]
+rgb = np.stack([x * 6, y * 8, (x * y) % 256], axis=2).astype(np.uint8)
+def tags(icc, xmp, orientation):
+    return [(34675, 7, len(icc), icc, True), (700, 1, len(xmp), xmp, True),
+            (274, 3, 1, orientation, True)]
+tifffile.imwrite('m.tif', rgb, photometric='rgb', resolution=(300, 300),
+                 resolutionunit='INCH', extratags=tags(icc, xmp, 6))
+tifffile.imwrite('cm.tif', rgb, photometric='rgb', resolution=(100, 50),
+                 resolutionunit='CENTIMETER')
+with tifffile.TiffWriter('multi-meta.tif') as t:
+    t.write(rgb[:, :, 0], photometric='minisblack')
+    t.write(rgb, photometric='rgb', resolution=(72, 72), resolutionunit='INCH',
+            extratags=tags(icc2, xmp2, 8))
+PY
+then
+    # kept NAME FILE ICC XMP RES ORIENT: FILE holds exactly that ICC profile
+    # and XMP packet (files; "-": none), resolution ("300, 300"; "-": none)
+    # and orientation (tiffinfo's words; "-": no tag).
+    kept() {
+        local name=$1 f=$2 icc=$3 xmp=$4 res=$5 orient=$6 why="" info
+        if [ ! -s "$f" ]; then
+            fail "$name" "not written"
+            return
+        fi
+        if have tiffinfo; then
+            info=$(tiffinfo "$f" 2>&1)
+            if [ "$res" = - ]; then
+                grep -q 'Resolution:' <<<"$info" && why="a resolution written"
+            else
+                grep -q "Resolution: $res pixels/inch" <<<"$info" ||
+                    why="resolution: $(grep 'Resolution' <<<"$info")"
+            fi
+            if [ "$orient" = - ]; then
+                grep -q 'Orientation:' <<<"$info" && why="${why:+$why, }an orientation written"
+            else
+                grep -q "Orientation: $orient" <<<"$info" ||
+                    why="${why:+$why, }orientation: $(grep 'Orientation' <<<"$info")"
+            fi
+            [ "$icc" = - ] && grep -q 'ICC Profile' <<<"$info" && why="${why:+$why, }an ICC profile"
+            [ "$xmp" = - ] && grep -q 'XMLPacket' <<<"$info" && why="${why:+$why, }an XMP packet"
+        fi
+        if [ -n "$EXIFTOOL" ]; then
+            if [ "$icc" != - ]; then
+                "$EXIFTOOL" -b -ICC_Profile "$f" >icc.out 2>/dev/null
+                cmp -s icc.out "$icc" || why="${why:+$why, }ICC profile differs (exiftool)"
+            fi
+            if [ "$xmp" != - ]; then
+                "$EXIFTOOL" -b -XMP "$f" >xmp.out 2>/dev/null
+                cmp -s xmp.out "$xmp" || why="${why:+$why, }XMP differs (exiftool)"
+            fi
+        fi
+        result "$name" "$why"
+    }
+    if ! have tiffinfo && [ -z "$EXIFTOOL" ]; then
+        skip metadata "neither tiffinfo nor exiftool installed"
+    else
+        "$GT" -q --op flip m.tif meta-flip.tif
+        kept meta-kept-by-flip meta-flip.tif srgb.icc xmp.xml "300, 300" "row 0 rhs, col 0 top"
+        for comp in none lzw; do
+            "$GT" -q --compress $comp --op rot90 m.tif meta-$comp.tif
+            kept meta-kept-$comp meta-$comp.tif srgb.icc xmp.xml "300, 300" "row 0 rhs, col 0 top"
+        done
+        "$GT" -q cm.tif meta-cm.tif
+        kept meta-centimetres-as-inch meta-cm.tif - - "254, 127" -
+        "$GT" -q 'multi-meta.tif[1]' meta-p1.tif
+        kept meta-page-1 meta-p1.tif icc2.icc xmp2.xml "72, 72" "row 0 lhs, col 0 bottom"
+        "$GT" -q 'multi-meta.tif[0]' meta-p0.tif
+        kept meta-page-0-none meta-p0.tif - - - -
+        "$GT" -q --strip m.tif meta-strip.tif
+        kept meta-strip meta-strip.tif - - - -
+        # gimg's own file with metadata, read back by gimg (two tools).
+        "$GT" -q --op flip meta-flip.tif meta-twice.tif
+        kept meta-kept-twice meta-twice.tif srgb.icc xmp.xml "300, 300" "row 0 rhs, col 0 top"
+        why=$(same meta-twice.tif m.tif)
+        result meta-twice-pixels "$why"
+    fi
+    # ImageMagick reads what we wrote the same way.
+    if [ -n "$IDENTIFY" ] && [ -s meta-flip.tif ]; then
+        got=$("$IDENTIFY" -format '%[orientation] %x %y %U' meta-flip.tif 2>/dev/null)
+        want="RightTop 300 300 PixelsPerInch"
+        [ "$got" = "$want" ] && pass meta-identify || fail meta-identify "'$got', want '$want'"
+        if "$IDENTIFY" -verbose meta-flip.tif 2>/dev/null | grep -q 'Profile-icc: 588 bytes' ||
+            [ "$(wc -c <srgb.icc)" != 588 ]; then
+            pass meta-identify-icc
+        else
+            fail meta-identify-icc "identify -verbose shows no 588-byte ICC profile"
+        fi
+    fi
+else
+    skip metadata "/usr/bin/python3 with numpy and tifffile not installed ($(head -c 100 meta-setup.err 2>/dev/null))"
+fi
+
+# ------------------------------------------------- samples in their own units
+
+# pnm.py: PNM files of any maxval, made and compared here (python3 only).
+cat >pnm.py <<'PY'
+import sys
+
+def read(path):
+    d = open(path, 'rb').read()
+    toks, i = [], 0
+    while len(toks) < 4:
+        while d[i:i + 1].isspace():
+            i += 1
+        if d[i:i + 1] == b'#':
+            while d[i:i + 1] not in (b'\n', b''):
+                i += 1
+            continue
+        j = i
+        while not d[j:j + 1].isspace():
+            j += 1
+        toks.append(d[i:j])
+        i = j
+    i += 1
+    w, h, m = int(toks[1]), int(toks[2]), int(toks[3])
+    ch = 1 if toks[0] == b'P5' else 3
+    n = w * h * ch
+    if m > 255:
+        raw = d[i:i + 2 * n]
+        vals = [raw[2 * k] << 8 | raw[2 * k + 1] for k in range(len(raw) // 2)]
+    else:
+        vals = list(d[i:i + n])
+    return w, h, ch, m, vals
+
+cmd = sys.argv[1]
+if cmd == 'make':           # make CHANNELS W H MAXVAL OUT
+    ch, w, h, m = map(int, sys.argv[2:6])
+    vals = [(x * 97 + y * 193 + c * 1001 + (x * y) % 51) % (m + 1)
+            for y in range(h) for x in range(w) for c in range(ch)]
+    vals[0], vals[1] = 0, m
+    out = b'P%d\n%d %d\n%d\n' % (5 if ch == 1 else 6, w, h, m)
+    out += bytes(vals) if m < 256 else b''.join(v.to_bytes(2, 'big') for v in vals)
+    open(sys.argv[6], 'wb').write(out)
+elif cmd == 'maxval':
+    print(read(sys.argv[2])[3])
+elif cmd == 'same':         # same A B [SCALE]: equal, or A scaled to B's maxval
+    a, b = read(sys.argv[2]), read(sys.argv[3])
+    if a[:3] != b[:3]:
+        sys.exit('layout %s vs %s' % (a[:3], b[:3]))
+    va = a[4]
+    if len(sys.argv) > 4:
+        va = [(v * b[3] * 2 + a[3]) // (2 * a[3]) for v in va]
+    elif a[3] != b[3]:
+        sys.exit('maxval %d vs %d' % (a[3], b[3]))
+    bad = [k for k in range(len(va)) if va[k] != b[4][k]]
+    if bad:
+        sys.exit('%d samples differ, first at %d: %d vs %d' % (len(bad), bad[0], va[bad[0]],
+                                                               b[4][bad[0]]))
+PY
+pnm() { python3 pnm.py "$@"; }
+tiff_bits() { tiffinfo "$1" 2>/dev/null | sed -n 's/^ *Bits\/Sample: //p'; }
+
+# 12-bit gray and 10-bit RGB (PNM maxval 4095, 1023) through TIFF and back:
+# BitsPerSample 12/10, no predictor, samples and maxval kept under every
+# compression; ImageMagick reads our TIFF as the source's values (compared
+# at 16 bits, v16 = round(v * 65535 / maxval): ImageMagick 6's own -depth 12
+# PNM output rounds some samples 2 levels off its 16-bit reading).
+pnm make 1 61 37 4095 src12.pgm && pnm make 3 45 29 1023 src10.ppm ||
+    fail setup "python3 could not write the PNM sources"
+for src in src12.pgm src10.ppm; do
+    case $src in src12.pgm) bits=12 ext=pgm ;; *) bits=10 ext=ppm ;; esac
+    for comp in none lzw deflate; do
+        why=""
+        name=maxval-$bits-$comp
+        if ! "$GT" -q --compress $comp --op flip "$src" "$name-a.tif" ||
+            ! "$GT" -q --compress $comp --op flip "$name-a.tif" "$name-b.tif" ||
+            ! "$GT" -q --op transpose "$name-b.tif" "$name-t.$ext" ||
+            ! "$GT" -q --op transpose "$name-t.$ext" "$name-back.$ext"; then
+            why="the tool failed"
+        else
+            why=$(pnm same "$name-back.$ext" "$src" 2>&1)
+            if [ -z "$why" ] && have tiffinfo; then
+                [ "$(tiff_bits "$name-b.tif")" = "$bits" ] || why="Bits/Sample $(tiff_bits "$name-b.tif")"
+                tiffinfo "$name-b.tif" 2>/dev/null | grep -q Predictor && why="${why:+$why, }a predictor"
+            fi
+        fi
+        result "$name" "$why"
+    done
+    if [ -n "$IM" ] && [ -s "maxval-$bits-deflate-b.tif" ]; then
+        "$IM" "maxval-$bits-deflate-b.tif" -depth 16 "im-$bits.$ext" 2>/dev/null
+        why=$(pnm same "$src" "im-$bits.$ext" scale 2>&1)
+        depth=$("$IDENTIFY" -format '%z' "maxval-$bits-deflate-b.tif" 2>/dev/null)
+        [ "$depth" = "$bits" ] || why="${why:+$why, }identify says depth $depth"
+        result "maxval-$bits-imagemagick-reads" "$why"
+    fi
+done
+
+# A pipe between two tools (PNM keeps the maxval), into a 12-bit TIFF.
+why=""
+"$GT" -q --op flip src12.pgm - | "$GT" -q --op flip - pipe12.tif || why="the tools failed"
+[ -z "$why" ] && "$GT" -q pipe12.tif pipe12-t.pgm && "$GT" -q pipe12-t.pgm pipe12.pgm || why="the tool failed"
+[ -z "$why" ] && why=$(pnm same pipe12.pgm src12.pgm 2>&1)
+[ -z "$why" ] && have tiffinfo && [ "$(tiff_bits pipe12.tif)" != 12 ] && why="Bits/Sample $(tiff_bits pipe12.tif)"
+result maxval-12-pipe-to-tiff "$why"
+
+# Maxval 1 is written as a 1-bit TIFF, which reads back as 0/255.
+why=""
+pnm make 1 19 7 1 src1.pgm
+"$GT" -q --op flip src1.pgm one.tif && "$GT" -q --op flip one.tif one-back.pgm || why="the tool failed"
+[ -z "$why" ] && why=$(pnm same src1.pgm one-back.pgm scale 2>&1)
+[ -z "$why" ] && [ "$(pnm maxval one-back.pgm)" != 255 ] && why="maxval $(pnm maxval one-back.pgm)"
+[ -z "$why" ] && have tiffinfo && [ "$(tiff_bits one.tif)" != 1 ] && why="Bits/Sample $(tiff_bits one.tif)"
+result maxval-1-as-1-bit "$why"
+
+# b-bit files ImageMagick writes (-depth 12, 4, 2) decode to the samples it
+# reads from them (its 16-bit reading, scaled from our maxval 2^b - 1).
+if [ -n "$IM" ]; then
+    for spec in "12 gray gradient:black-white" "12 rgb plasma:fractal" "4 gray gradient:" \
+        "2 gray gradient:" "10 rgb plasma:fractal"; do
+        read -r bits kind pattern <<<"$spec"
+        ext=pgm
+        [ "$kind" = rgb ] && ext=ppm
+        name=imagemagick-$bits-bit-$kind
+        why=""
+        "$IM" -seed 3 -size 67x23 "$pattern" $([ "$kind" = gray ] && echo -colorspace Gray) \
+            -depth "$bits" "$name.tif" 2>/dev/null &&
+            "$IM" "$name.tif" -depth 16 "$name-ref.$ext" 2>/dev/null || why="ImageMagick failed"
+        [ -z "$why" ] && { "$GT" -q --op flip "$name.tif" "$name-f.tif" &&
+            "$GT" -q --op flip "$name-f.tif" "$name-ours.$ext" || why="the tool failed"; }
+        [ -z "$why" ] && why=$(pnm same "$name-ours.$ext" "$name-ref.$ext" scale 2>&1)
+        want=$(((1 << bits) - 1))
+        [ -z "$why" ] && [ "$(pnm maxval "$name-ours.$ext")" != "$want" ] &&
+            why="maxval $(pnm maxval "$name-ours.$ext"), want $want"
+        result "$name" "$why"
+    done
+    if have pamsumm; then
+        # pamsumm's mean of ours (12-bit units) is ImageMagick's 16-bit one
+        # in 12-bit units.
+        a=$(pamsumm -mean -brief imagemagick-12-bit-gray-ours.pgm 2>/dev/null)
+        b=$(pamsumm -mean -brief imagemagick-12-bit-gray-ref.pgm 2>/dev/null)
+        if [ -n "$a" ] && [ -n "$b" ] &&
+            awk -v a="$a" -v b="$b" 'BEGIN { d = a - b * 4095 / 65535; exit !(d < 0.01 && d > -0.01) }'; then
+            pass imagemagick-12-bit-pamsumm
+        else
+            fail imagemagick-12-bit-pamsumm "mean '$a' (12-bit) vs '$b' (16-bit)"
+        fi
+    fi
+else
+    skip imagemagick-b-bit "ImageMagick (/usr/bin/convert) not installed"
+fi
+
 # ------------------------------------------------------------ hostile files
 
 # Each crafted file: exit 1, "gtranspose: FILE: reason", nothing on stdout,
@@ -257,6 +531,15 @@ write('tile-huge.tif', pad(head + ifd(tiles64k, 0), 256))
 write('ifd-self-loop.tif', pad(head + ifd(gray(4, 2, 200, 8), 8), 256))
 a = ifd(gray(4, 2, 200, 8), 128)
 write('ifd-mutual-loop.tif', pad(pad(head + a, 128) + ifd(gray(4, 2, 200, 8), 8), 256))
+# 12-bit gray 16 x 16 (24 bytes a row): a strip running past the end, and
+# 16 strips of a row whose byte counts say 12 (offsets at 100, counts at 170).
+b12 = lambda e: [x if x[0] != 258 else (258, 3, 1, 12) for x in e]
+write('bits12-strip-runs-past-end.tif', pad(head + ifd(b12(gray(16, 16, 200, 384)), 0), 300))
+short = [x for x in b12(gray(16, 16, 0, 0)) if x[0] not in (273, 278, 279)]
+short += [(273, 4, 16, 100), (278, 4, 1, 1), (279, 4, 16, 170)]
+body = pad(head + ifd(short, 0), 100) + struct.pack('<16I', *range(256, 256 + 16 * 24, 24))
+body = pad(body, 170) + struct.pack('<16I', *([12] * 16))
+write('bits12-short-strips.tif', pad(body, 256 + 16 * 24))
 PY
 # A valid file of ours, cut: in the middle of its strips, and in its header.
 "$GEN" --seed 4 200 150 3 16 whole.tif
@@ -264,7 +547,8 @@ head -c $(($(wc -c <whole.tif) / 2)) whole.tif >truncated.tif
 head -c 5 whole.tif >truncated-header.tif
 
 for f in huge zero-width zero-height strip-past-end strip-runs-past-end tile-overflow tile-huge \
-    ifd-self-loop ifd-mutual-loop truncated truncated-header; do
+    ifd-self-loop ifd-mutual-loop truncated truncated-header bits12-strip-runs-past-end \
+    bits12-short-strips; do
     why=""
     if [ ! -s "$f.tif" ]; then
         fail "hostile-$f" "not written"
@@ -295,7 +579,8 @@ for f in huge zero-width zero-height strip-past-end strip-runs-past-end tile-ove
         case $f in
             huge) want='limit' ;;
             zero-*) want='size' ;;
-            strip-*|truncated) want='truncated|past the end|Read error' ;;
+            strip-*|truncated|bits12-strip-*) want='truncated|past the end|Read error' ;;
+            bits12-short-*) want='Not enough data|truncated' ;;
             tile-*) want='tile' ;;
             ifd-*) want='loop' ;;
             truncated-header) want='truncated|TIFF' ;;

@@ -6,9 +6,10 @@
 # RIFF size past the end, VP8X canvases with no data or over --max-pixels)
 # refused with exit 1, a message naming the file and the problem, no
 # output, in under a second of CPU (the timing is skipped when
-# GIMG_TEST_SLOW=1, as under valgrind). Tests needing a peer tool print
-# SKIP without it. One PASS/FAIL/SKIP line per test; BIN and BUILD as in
-# cli_lib.sh.
+# GIMG_TEST_SLOW=1, as under valgrind). Metadata chunks (set by webpmux)
+# kept lossy and lossless, through JPEG and back, and gone with --strip.
+# Tests needing a peer tool print SKIP without it. One PASS/FAIL/SKIP line
+# per test; BIN and BUILD as in cli_lib.sh.
 TOOL=gtranspose
 . "$(dirname "$0")/cli_lib.sh"
 export LC_ALL=C
@@ -190,5 +191,70 @@ refused hostile-max-pixels good.webp "max-pixels" --max-pixels 3000
 cp good.webp badcode.webp
 printf '\234' | dd of=badcode.webp bs=1 seek=23 conv=notrunc status=none
 refused hostile-vp8-start-code badcode.webp "corrupt WebP data"
+
+# ------------------------------------------------------------ metadata
+
+# A profile (Pillow's sRGB when /usr/bin/python3 has it, else written
+# here), an EXIF block with Orientation 6, an XMP packet.
+/usr/bin/python3 -c 'from PIL import ImageCms; import sys
+open(sys.argv[1], "wb").write(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())' \
+    prof.icc 2>/dev/null ||
+    python3 - prof.icc <<'EOF2'
+import random, struct, sys
+random.seed(5)
+head = struct.pack('>I', 3132) + b'gimg' + bytes([2, 0x10, 0, 0]) + b'mntrRGB XYZ ' + bytes(12) + b'acsp'
+open(sys.argv[1], 'wb').write(head + bytes(132 - len(head)) + bytes(random.randrange(256) for _ in range(3000)))
+EOF2
+python3 - exif.bin xmp.bin <<'EOF2'
+import struct, sys
+ifd = struct.pack('<H', 1) + struct.pack('<HHIHH', 0x0112, 3, 1, 6, 0) + struct.pack('<I', 0)
+open(sys.argv[1], 'wb').write(b'II*\0' + struct.pack('<I', 8) + ifd + bytes(21))
+open(sys.argv[2], 'wb').write(b"<?xpacket begin='' id='W5M0MpCehiHzreSzNTczkc9d'?>"
+    b"<x:xmpmeta xmlns:x='adobe:ns:meta/'/>" + b' ' * 200 + b"<?xpacket end='w'?>")
+EOF2
+
+# webp_meta_same WEBP: WEBP's ICCP, EXIF and XMP chunks (webpmux -get)
+# are prof.icc, exif.bin, xmp.bin.
+webp_meta_same() {
+    local k want
+    for k in icc exif xmp; do
+        case $k in icc) want=prof.icc ;; exif) want=exif.bin ;; xmp) want=xmp.bin ;; esac
+        webpmux -get "$k" "$1" -o got.bin >/dev/null 2>&1 || { echo "$1 has no $k chunk"; return 1; }
+        cmp -s got.bin "$want" || { echo "$k chunk differs"; return 1; }
+    done
+}
+
+if have webpmux && have cwebp; then
+    cwebp -quiet grad.ppm -o plain.webp &&
+        webpmux -set icc prof.icc plain.webp -o m1.webp >/dev/null 2>&1 &&
+        webpmux -set exif exif.bin m1.webp -o m2.webp >/dev/null 2>&1 &&
+        webpmux -set xmp xmp.bin m2.webp -o meta.webp >/dev/null 2>&1 || fail meta-setup "webpmux -set failed"
+    # Ours through a flip, lossy and lossless: the same chunks.
+    for opt in "" --lossless; do
+        why=""
+        "$PROG" $opt --op flip meta.webp out.webp 2>err.txt || why="exit $?: $(cat err.txt)"
+        [ -z "$why" ] && { why=$(webp_meta_same out.webp) || true; }
+        if [ -z "$why" ] && have exiftool; then
+            [ "$(exiftool -s3 -n -Orientation out.webp)" = 6 ] || why="exiftool reads no orientation 6"
+        fi
+        result "meta-webp-kept${opt:+-lossless}" "$why"
+    done
+    # WebP to JPEG and back: the profile, EXIF and XMP cross over.
+    why=""
+    "$PROG" --op flip meta.webp out.jpg 2>err.txt && "$PROG" --op flip out.jpg back.webp 2>>err.txt ||
+        why="exit $?: $(cat err.txt)"
+    [ -z "$why" ] && { why=$(webp_meta_same back.webp) || true; }
+    if [ -z "$why" ] && have exiftool; then
+        exiftool -b -ICC_Profile out.jpg | cmp -s - prof.icc || why="the JPEG's profile differs"
+    fi
+    result meta-webp-jpeg-webp "$why"
+    # --strip: a file without the chunks.
+    why=""
+    "$PROG" --strip --op flip meta.webp out.webp 2>err.txt || why="exit $?: $(cat err.txt)"
+    [ -z "$why" ] && webpmux -info out.webp | grep -qiE 'ICC|EXIF|XMP' && why="metadata left: $(webpmux -info out.webp | tr '\n' ' ')"
+    result meta-webp-strip "$why"
+else
+    skip meta-webp "webpmux or cwebp is not installed"
+fi
 
 exit $failed

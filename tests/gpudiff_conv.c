@@ -23,6 +23,7 @@
 #include "testimg.h"
 #include "check.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -258,6 +259,104 @@ static void test_premultiply_gains(void)
     gimg_kernel_free(&r), gimg_kernel_free(&chain[0]), gimg_kernel_free(&chain[1]);
 }
 
+/* Samples in a file's own units (gimg_image.maxval, 12-bit and 10-bit
+ * images, and a 7-bit-ish 8-bit one): results clamped to the maxval on
+ * both sides, the maxval kept. Kernels through every GPU path: fused
+ * separable, small dense, dense with device taps, gradient magnitude, a
+ * chain (widen and narrow), and premultiplied alpha; gains over 1 so that
+ * the clamp has work. Also through gimg_conv with --device gpu. */
+static void test_maxval(void)
+{
+    gimg_kernel ks[7];
+    ks[0] = named("1 2 1; 2 4 2; 1 2 1");
+    ks[1] = named("0 0 0; 0 2 0; 0 0 0");
+    ks[2] = named("sharpen");
+    ks[3] = random_kernel(g_small ? 9 : 21, g_small ? 9 : 21, 77, 0);
+    ks[4] = named("sobel");
+    ks[5] = named("gaussian:1.5");
+    ks[6] = named("unsharp:1:3");
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } types[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U8, 100}};
+    const int w = g_small ? 37 : 301, h = g_small ? 23 : 157;
+    uint64_t seed = 4242;
+    for (int k = 0; k < 7; k++)
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+            for (int c = 1; c <= 4; c++, seed++) {
+                gimg_image in, ref, got;
+                if (gimg_image_alloc(&in, w, h, c, types[t].s) ||
+                    gimg_image_alloc(&got, w, h, c, types[t].s)) {
+                    CHECK(0, "alloc: %s", gimg_last_error());
+                    return;
+                }
+                testimg_fill_maxval(&in, seed, types[t].maxval);
+                gimg_conv_opts o;
+                gimg_conv_opts_init(&o);
+                o.kernels = &ks[k];
+                o.n_kernels = k == 5 ? 2 : 1; /* gaussian then unsharp: a chain */
+                o.alpha = (gimg_alpha_mode)(seed % 3);
+                o.border = (gimg_border)(seed % 5);
+                if (seed % 2) {
+                    o.scale = 1.25f;
+                    o.bias = 40.0f;
+                }
+                gimg_status st = g_small || (k != 3) ? gimg_conv_reference(&in, &o, &ref)
+                                                     : gimg_conv_cpu(&in, &o, &ref);
+                CHECK(st == GIMG_OK, "cpu: %s", gimg_last_error());
+                memset(got.data, 0x5A, got.stride_bytes * (size_t)h);
+                gimg_status gs = gimg_conv_gpu(g_gpu, &in, &o, &got, NULL);
+                CHECK(gs == GIMG_OK, "gpu: %s", gimg_last_error());
+                int x = 0, y = 0, ch = 0;
+                if (!st && !gs) {
+                    CHECK(!compare(&ref, &got, &x, &y, &ch),
+                          "kernel %d maxval %u c%d alpha %d: first difference at (%d,%d) "
+                          "channel %d", k, types[t].maxval, c, o.alpha, x, y, ch);
+                    CHECK(got.maxval == types[t].maxval && ref.maxval == types[t].maxval,
+                          "kernel %d: maxval %u (cpu %u), expected %u", k, got.maxval,
+                          ref.maxval, types[t].maxval);
+                    double top = 0;
+                    for (int r = 0; r < h; r++)
+                        for (int i = 0; i < w * c; i++)
+                            top = fmax(top, types[t].s == GIMG_U8
+                                                ? gimg_row(&got, r)[i]
+                                                : ((const uint16_t *)gimg_row(&got, r))[i]);
+                    CHECK(top <= types[t].maxval, "kernel %d: %g over maxval %u", k, top,
+                          types[t].maxval);
+                }
+                if (!st)
+                    gimg_image_free(&ref);
+                gimg_image_free(&got);
+                gimg_image_free(&in);
+            }
+    /* The public path, which clamps after either backend. */
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    gimg_image in, ref, got;
+    CHECK(gimg_image_alloc(&in, 211, 97, 3, GIMG_U16) == GIMG_OK, "alloc");
+    testimg_fill_maxval(&in, 99, 4095);
+    gimg_conv_opts o;
+    gimg_conv_opts_init(&o);
+    o.kernels = &ks[1];
+    o.n_kernels = 1;
+    CHECK(gimg_conv_reference(&in, &o, &ref) == GIMG_OK, "cpu");
+    gimg_status st = gimg_conv(ctx, &in, &o, &got);
+    CHECK(st == GIMG_OK, "%s", gimg_last_error());
+    int x, y, c;
+    if (!st) {
+        CHECK(!compare(&ref, &got, &x, &y, &c) && got.maxval == 4095,
+              "public path differs at (%d,%d), maxval %u", x, y, got.maxval);
+        gimg_image_free(&got);
+    }
+    gimg_image_free(&ref);
+    gimg_image_free(&in);
+    gimg_ctx_close(ctx);
+    for (int k = 0; k < 7; k++)
+        gimg_kernel_free(&ks[k]);
+}
+
 /* The path the tools take: gimg_conv with --device gpu. */
 static void test_public_path(void)
 {
@@ -382,6 +481,7 @@ int main(int argc, char **argv)
     RUN(test_awkward_sizes);
     RUN(test_premultiply_gains);
     RUN(test_public_path);
+    RUN(test_maxval);
     RUN(test_lanes_share_constants);
     gimg_gpu_close(g_gpu);
     return check_summary();

@@ -408,6 +408,83 @@ static void test_public_path(void)
     gimg_ctx_close(ctx);
 }
 
+/* Samples in a file's own units (12-bit and 10-bit images, maxvals 1000
+ * and 700 whose default bins hold 4 and 3 values, an 8-bit maxval 100 with
+ * a bin per value): the default histograms (gimg_hist_default_params:
+ * shift and table forms) and luma count the same on the device, through
+ * the kernel and through gimg_hist_compute with --device gpu. */
+static void test_maxval(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } types[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U16, 1000}, {GIMG_U16, 700},
+                 {GIMG_U8, 100}};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    const int w = g_small ? 61 : 1031, h = g_small ? 47 : 517;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            if (gimg_image_alloc(&im, w, h, c, types[t].s)) {
+                CHECK(0, "alloc: %s", gimg_last_error());
+                break;
+            }
+            testimg_fill_maxval(&im, 700 + t * 10 + c, types[t].maxval);
+            gimg_hist_params p;
+            gimg_hist_default_params(&im, &p);
+            for (int luma = 0; luma <= 1; luma++) {
+                p.luma = luma;
+                char what[96];
+                snprintf(what, sizeof what, "maxval %u c%d luma %d, %d bins [%g, %g)",
+                         types[t].maxval, c, luma, p.bins, p.lo, p.hi);
+                check_one(&im, &p, 0, g_small_cluster(), what);
+                gimg_hist ref, got;
+                CHECK(gimg_hist_compute_cpu(&im, &p, &ref) == GIMG_OK);
+                gimg_status st = gimg_hist_compute(ctx, &im, &p, &got);
+                CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+                if (!st) {
+                    CHECK(got.bins == ref.bins && got.hi == ref.hi &&
+                              !memcmp(got.counts, ref.counts,
+                                      sizeof *ref.counts * ref.channels * ref.bins) &&
+                              !memcmp(got.above, ref.above, sizeof ref.above[0] * ref.channels),
+                          "%s: gimg_hist_compute differs", what);
+                    gimg_hist_free(&got);
+                }
+                gimg_hist_free(&ref);
+            }
+            /* Equalization counts on the device, maps on the CPU: the same
+             * image as with --device cpu, in 0..maxval. */
+            gimg_image eq_gpu, eq_cpu;
+            gimg_device cpu_dev;
+            gimg_ctx *cpu;
+            gimg_parse_device("cpu", &cpu_dev);
+            if (c != 2 && gimg_ctx_open(&cpu_dev, 0, &cpu) == GIMG_OK) {
+                int luma = c >= 3;
+                if (gimg_hist_equalize(ctx, &im, luma, &eq_gpu) == GIMG_OK) {
+                    if (gimg_hist_equalize(cpu, &im, luma, &eq_cpu) == GIMG_OK) {
+                        int same = eq_gpu.maxval == eq_cpu.maxval &&
+                                   eq_gpu.maxval == im.maxval;
+                        for (int y = 0; y < h && same; y++)
+                            same = !memcmp(gimg_row(&eq_gpu, y), gimg_row(&eq_cpu, y),
+                                           (size_t)w * gimg_pixel_bytes(&im));
+                        CHECK(same, "maxval %u c%d: equalized images differ",
+                              types[t].maxval, c);
+                        gimg_image_free(&eq_cpu);
+                    }
+                    gimg_image_free(&eq_gpu);
+                } else {
+                    CHECK(0, "equalize: %s", gimg_last_error());
+                }
+                gimg_ctx_close(cpu);
+            }
+            gimg_image_free(&im);
+        }
+    gimg_ctx_close(ctx);
+}
+
 int main(int argc, char **argv)
 {
     g_small = argc > 1 && !strcmp(argv[1], "--small");
@@ -423,6 +500,7 @@ int main(int argc, char **argv)
     RUN(test_pair_carries);
     RUN(test_large);
     RUN(test_public_path);
+    RUN(test_maxval);
     gimg_gpu_close(g_gpu);
     return check_summary();
 }

@@ -6,8 +6,10 @@
  * transposes move bytes, so there is no rounding to tolerate. The device
  * output buffer is poisoned before every launch, so a pixel the kernel
  * failed to write shows up as a difference, and the host buffer is
- * poisoned before every download. The last check runs the public
- * gimg_orient() with --device gpu, the path the tools take.
+ * poisoned before every download. "auto" on an image without metadata is
+ * the identity plan (a copy through the same kernel). The last checks run
+ * the public gimg_orient() with --device gpu, the path the tools take,
+ * auto for every EXIF orientation included.
  *
  *   gpudiff_orient [--small]     --small: sizes for compute-sanitizer runs
  */
@@ -26,7 +28,7 @@ static gimg_gpu *g_gpu;
 static const gimg_orient_op k_ops[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_TRANSVERSE,
                                        GIMG_ORIENT_FLIP,      GIMG_ORIENT_FLOP,
                                        GIMG_ORIENT_ROT90,     GIMG_ORIENT_ROT180,
-                                       GIMG_ORIENT_ROT270};
+                                       GIMG_ORIENT_ROT270,    GIMG_ORIENT_AUTO};
 static const gimg_sample k_samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
 
 /* Returns the number of differing rows (0 = identical). */
@@ -137,6 +139,29 @@ static void test_public_path(void)
             CHECK(compare(&ref, &got) == 0, "%s differs", gimg_orient_name(k_ops[o]));
         gimg_image_free(&ref);
         gimg_image_free(&got);
+    }
+    /* auto for every orientation: the CPU's result and metadata. */
+    in.maxval = 200;
+    for (int o = 0; o <= 8; o++) {
+        in.meta = gimg_meta_new();
+        CHECK(in.meta != NULL, "meta");
+        if (!in.meta)
+            break;
+        in.meta->orientation = o;
+        CHECK(gimg_orient_cpu(&in, GIMG_ORIENT_AUTO, &ref) == GIMG_OK, "cpu");
+        gimg_status st = gimg_orient(ctx, &in, GIMG_ORIENT_AUTO, &got);
+        CHECK(st == GIMG_OK, "%s", gimg_last_error());
+        if (!st) {
+            CHECK(got.width == ref.width && got.height == ref.height && compare(&ref, &got) == 0,
+                  "auto, orientation %d differs", o);
+            CHECK(got.maxval == 200 && got.meta && got.meta->orientation == (o > 1 ? 1 : o),
+                  "auto, orientation %d: maxval %u, orientation %d after", o, got.maxval,
+                  got.meta ? got.meta->orientation : -1);
+        }
+        gimg_image_free(&ref);
+        gimg_image_free(&got);
+        gimg_meta_free(in.meta);
+        in.meta = NULL;
     }
     gimg_image_free(&in);
     gimg_ctx_close(ctx);

@@ -408,6 +408,53 @@ static void test_public_path(void)
     gimg_ctx_close(ctx);
 }
 
+/* Samples in a file's own units (12-bit and 10-bit images, and an 8-bit
+ * one of maxval 100): the raw sums on the device equal the reference's,
+ * and the public statistics and comparison (whose PSNR peak is the
+ * maxval) are the CPU's byte for byte. */
+static void test_maxval(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } types[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U8, 100}};
+    gimg_device dev;
+    gimg_parse_device("gpu", &dev);
+    gimg_ctx *ctx;
+    CHECK(gimg_ctx_open(&dev, 0, &ctx) == GIMG_OK, "%s", gimg_last_error());
+    gimg_stats_opts o = {.order = 1, .n_percentiles = 1};
+    gimg_parse_percentile("t", "99", &o.percentiles[0]);
+    const int w = g_small ? 61 : 1031, h = g_small ? 47 : 517;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image a, b;
+            if (gimg_image_alloc(&a, w, h, c, types[t].s) ||
+                gimg_image_alloc(&b, w, h, c, types[t].s)) {
+                CHECK(0, "alloc: %s", gimg_last_error());
+                break;
+            }
+            testimg_fill_maxval(&a, 300 + t * 10 + c, types[t].maxval);
+            testimg_fill_maxval(&b, 400 + t * 10 + c, types[t].maxval);
+            char what[64];
+            snprintf(what, sizeof what, "maxval %u c%d", types[t].maxval, c);
+            check_moments(&a, what);
+            check_diff(&a, &b, what);
+            gimg_stats ref, got;
+            CHECK(gimg_stats_compute_cpu(&a, &o, &ref) == GIMG_OK, "%s", gimg_last_error());
+            CHECK(gimg_stats_compute(ctx, &a, &o, &got) == GIMG_OK &&
+                      memcmp(&ref, &got, sizeof ref) == 0,
+                  "%s: statistics differ (%s)", what, gimg_last_error());
+            gimg_diff dref, dgot;
+            CHECK(gimg_compare_cpu(&a, &b, &dref) == GIMG_OK, "%s", gimg_last_error());
+            CHECK(gimg_compare(ctx, &a, &b, &dgot) == GIMG_OK &&
+                      memcmp(&dref, &dgot, sizeof dref) == 0 && dgot.peak == types[t].maxval,
+                  "%s: comparison differs, peak %g (%s)", what, dgot.peak, gimg_last_error());
+            gimg_image_free(&a);
+            gimg_image_free(&b);
+        }
+    gimg_ctx_close(ctx);
+}
+
 int main(int argc, char **argv)
 {
     g_small = argc > 1 && !strcmp(argv[1], "--small");
@@ -428,6 +475,7 @@ int main(int argc, char **argv)
     RUN(test_offset_floats);
     RUN(test_large);
     RUN(test_public_path);
+    RUN(test_maxval);
     cudaFree(g_scratch);
     gimg_gpu_close(g_gpu);
     return check_summary();

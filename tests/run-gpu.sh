@@ -26,8 +26,9 @@ trap 'rm -rf "$logs"' EXIT
 # bounded by TEST_GPU_TIMEOUT seconds (a job over it fails, named) and says
 # how long it took, so the slow ones are plain to see.
 PARTS=${TEST_GPU_PARTS:-diff san cli}
-# TEST_GPU_CLI: the CLI suites to run (default: all), e.g. "cli_gconv.sh".
-CLI_SUITES=$(cd tests && echo ${TEST_GPU_CLI:-cli_g*.sh cli_batch.sh})
+# TEST_GPU_CLI: the CLI suites to run (default: the tools', the batch, maxval,
+# metadata and orientation suites), e.g. "cli_gconv.sh".
+CLI_SUITES=$(cd tests && echo ${TEST_GPU_CLI:-cli_g*.sh cli_batch.sh cli_maxval.sh cli_meta.sh cli_orient.sh})
 LIMIT=${TEST_GPU_TIMEOUT:-900}  # cli_gtranspose.sh alone: 399 s on an H100 (stop 25)
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 

@@ -41,6 +41,28 @@ static inline void testimg_fill_random(gimg_image *im, uint64_t seed)
     }
 }
 
+/* Fills an 8/16-bit image with seeded random values in 0..maxval (samples
+ * in a file's own units, gimg_image.maxval) and sets its maxval; a maxval
+ * of the type's full range (255, 65535) leaves it 0. The first samples
+ * are 0 and maxval, so both ends are always present. */
+static inline void testimg_fill_maxval(gimg_image *im, uint64_t seed, unsigned maxval)
+{
+    uint64_t state = seed;
+    size_t n = (size_t)im->width * (size_t)im->channels, k = 0;
+    for (int y = 0; y < im->height; y++) {
+        unsigned char *row = gimg_row(im, y);
+        for (size_t i = 0; i < n; i++, k++) {
+            unsigned v = k == 0 ? 0u : k == 1 ? maxval
+                                              : (unsigned)(testimg_next(&state) % (maxval + 1u));
+            if (im->sample == GIMG_U8)
+                row[i] = (unsigned char)v;
+            else
+                ((uint16_t *)row)[i] = (uint16_t)v;
+        }
+    }
+    im->maxval = maxval == (im->sample == GIMG_U8 ? 255u : 65535u) ? 0 : maxval;
+}
+
 #ifdef __cplusplus
 }
 #endif

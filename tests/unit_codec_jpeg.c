@@ -8,7 +8,14 @@
  * on several OpenMP threads: the bytes of libjpeg's optimising encoder
  * with restart markers at any thread count, the pixels of its file
  * without, read by djpeg -strict and ImageMagick; every allocation of an
- * encode failed in turn. Tests that need a peer tool (djpeg, cjpeg,
+ * encode failed in turn. Metadata: the ICC profile, EXIF and XMP bytes,
+ * the JFIF resolution and the EXIF orientation through encode and decode
+ * twice on every encoder path (a profile in several chunks on the striped
+ * one at 1 and 4 threads: the same file), the markers' order, blocks too
+ * large for a marker left out, markers made by hand (chunks out of order,
+ * JFIF units), broken ICC sequences and EXIF blocks dropped with a warning
+ * while the image decodes; exiftool, ImageMagick and cjpeg -icc as
+ * cross-checks. Tests that need a peer tool (djpeg, cjpeg, exiftool,
  * ImageMagick's convert) print SKIP without it. GIMG_TEST_SLOW=1
  * (valgrind) skips the CPU-time checks and does less of the large work;
  * valgrind reaches the failed allocations with
@@ -19,6 +26,7 @@
 #include "codec.h"
 #include "gimg.h"
 #include "testimg.h"
+#include "testmeta.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1855,6 +1863,765 @@ static void test_encode_out_of_memory(void)
 #endif
 }
 
+/* ------------------------------------------------------------ metadata */
+
+/* Gives im a gimg_meta with the blobs and resolution asked (a 0 size: none). */
+static void set_meta(gimg_image *im, size_t icc_bytes, size_t exif_bytes, int orientation,
+                     size_t xmp_bytes, double x_dpi, double y_dpi)
+{
+    gimg_meta *m = gimg_meta_new();
+    if (!m)
+        exit(1);
+    if (icc_bytes) {
+        m->icc = fake_icc(icc_bytes, icc_bytes);
+        m->icc_bytes = icc_bytes;
+    }
+    if (exif_bytes) {
+        m->exif = make_exif(exif_bytes, orientation, 0, im->width, im->height);
+        m->exif_bytes = exif_bytes;
+        m->orientation = orientation;
+    }
+    if (xmp_bytes) {
+        m->xmp = make_xmp(xmp_bytes);
+        m->xmp_bytes = xmp_bytes;
+    }
+    m->x_dpi = x_dpi;
+    m->y_dpi = y_dpi;
+    gimg_meta_free(im->meta);
+    im->meta = m;
+}
+
+static int same_blob(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
+{
+    return na == nb && (na == 0 || (a && b && memcmp(a, b, na) == 0));
+}
+
+/* CHECKs that got's ICC, EXIF and XMP are want's, byte for byte, and the
+ * orientation; the resolution when want_dpi. */
+static void check_meta(const gimg_meta *got, const gimg_meta *want, int want_dpi,
+                       const char *what)
+{
+    CHECK(got != NULL, "%s: no metadata decoded", what);
+    if (!got || !want)
+        return;
+    CHECK(same_blob(got->icc, got->icc_bytes, want->icc, want->icc_bytes),
+          "%s: ICC profile of %zu bytes, wanted %zu", what, got->icc_bytes, want->icc_bytes);
+    CHECK(same_blob(got->exif, got->exif_bytes, want->exif, want->exif_bytes),
+          "%s: EXIF of %zu bytes, wanted %zu", what, got->exif_bytes, want->exif_bytes);
+    CHECK(same_blob(got->xmp, got->xmp_bytes, want->xmp, want->xmp_bytes),
+          "%s: XMP of %zu bytes, wanted %zu", what, got->xmp_bytes, want->xmp_bytes);
+    CHECK(got->orientation == want->orientation, "%s: orientation %d, wanted %d", what,
+          got->orientation, want->orientation);
+    if (want_dpi)
+        CHECK(fabs(got->x_dpi - floor(want->x_dpi + 0.5)) < 1e-9 &&
+                  fabs(got->y_dpi - floor(want->y_dpi + 0.5)) < 1e-9,
+              "%s: %g x %g dpi, wanted %g x %g", what, got->x_dpi, got->y_dpi, want->x_dpi,
+              want->y_dpi);
+    CHECK(got->warning[0] == '\0', "%s: warning \"%s\"", what, got->warning);
+}
+
+/* The segments of a JPEG before its first scan: marker codes and the
+ * first bytes of their data. */
+typedef struct {
+    int n;
+    unsigned marker[600];
+    size_t length[600];      /* of the data, after the length field */
+    size_t at[600];          /* where the data starts */
+} segment_list;
+
+static void list_segments(const unsigned char *b, size_t len, segment_list *s)
+{
+    s->n = 0;
+    for (size_t at = 2; at + 4 <= len && b[at] == 0xFF && s->n < 600;) {
+        const unsigned marker = b[at + 1];
+        const size_t seg = (size_t)b[at + 2] << 8 | b[at + 3];
+        s->marker[s->n] = marker;
+        s->length[s->n] = seg - 2;
+        s->at[s->n] = at + 4;
+        s->n++;
+        if (marker == 0xDA)
+            return;
+        at += 2 + seg;
+    }
+}
+
+/* How many segments are APPn marker `app` whose data starts with id. */
+static int count_app(const unsigned char *b, const segment_list *s, unsigned app, const char *id,
+                     size_t id_bytes)
+{
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        n += s->marker[i] == app && s->length[i] >= id_bytes && memcmp(b + s->at[i], id, id_bytes) == 0;
+    return n;
+}
+
+static gimg_status encode_meta(const gimg_image *im, int progressive, unsigned char **buf,
+                               size_t *len)
+{
+    return encode_jpeg(im, 85, GIMG_SUBSAMPLE_AUTO, progressive, buf, len);
+}
+
+static void test_meta_row(void)
+{
+    CHECK(gimg_codec_jpeg.meta == (GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP |
+                                   GIMG_META_RESOLUTION),
+          "the row's metadata kinds: %#x", gimg_codec_jpeg.meta);
+    CHECK(gimg_codec_jpeg.maxval_rule == GIMG_MAXVAL_FULL, "maxval rule %d",
+          gimg_codec_jpeg.maxval_rule);
+    /* A file without metadata decodes with none. */
+    gimg_image im, back;
+    unsigned char *buf;
+    size_t len;
+    if (!photo_image(&im, 40, 30, 3, 5))
+        return;
+    if (encode_meta(&im, 0, &buf, &len) == GIMG_OK) {
+        if (gimg_decode_memory(buf, len, &back) == GIMG_OK) {
+            CHECK(back.meta == NULL, "a plain file decoded with metadata");
+            gimg_image_free(&back);
+        }
+        segment_list s;
+        list_segments(buf, len, &s);
+        CHECK(s.n > 0 && s.marker[0] == 0xE0, "no JFIF marker first");
+        CHECK(s.n > 0 && buf[s.at[0] + 7] == 0, "a plain file has density unit %d, not 0",
+              buf[s.at[0] + 7]);
+        free(buf);
+    }
+    gimg_image_free(&im);
+}
+
+/* Encode, decode, encode the decoded image again, decode: the ICC profile,
+ * EXIF and XMP bytes kept, the resolution, the orientation read from the
+ * EXIF, through each encoder path; the markers in libvips' order, once. */
+static void test_meta_round_trip(void)
+{
+    static const struct {
+        int w, h, channels, progressive;
+        const char *path;
+    } cases[] = {
+        {40, 30, 3, 0, "libjpeg's encoder (small)"},
+        {200, 120, 3, 0, "counted and coded (sequential)"},
+        {200, 120, 3, 1, "progressive"},
+        {150, 90, 1, 0, "gray"},
+        {64, 64, 1, 1, "gray progressive"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        if (!photo_image(&im, cases[i].w, cases[i].h, cases[i].channels, 40 + i))
+            continue;
+        set_meta(&im, 3000 + i, 200 + 2 * i, 6, 700 + i, 300, 150.4);
+        unsigned char *buf, *buf2;
+        size_t len, len2;
+        gimg_image back, back2;
+        if (encode_meta(&im, cases[i].progressive, &buf, &len) != GIMG_OK) {
+            CHECK(0, "%s: encode: %s", cases[i].path, gimg_last_error());
+            gimg_image_free(&im);
+            continue;
+        }
+        segment_list s;
+        list_segments(buf, len, &s);
+        CHECK(s.n >= 5 && s.marker[0] == 0xE0 && s.marker[1] == 0xE1 && s.marker[2] == 0xE1 &&
+                  s.marker[3] == 0xE2 && s.marker[4] == 0xDB,
+              "%s: markers not JFIF, EXIF, XMP, ICC, DQT: %02x %02x %02x %02x %02x", cases[i].path,
+              s.marker[0], s.marker[1], s.marker[2], s.marker[3], s.marker[4]);
+        CHECK(count_app(buf, &s, 0xE1, "Exif\0", 6) == 1 &&
+                  count_app(buf, &s, 0xE1, "http://ns.adobe.com/xap/1.0/", 29) == 1 &&
+                  count_app(buf, &s, 0xE2, "ICC_PROFILE", 12) == 1,
+              "%s: each marker once", cases[i].path);
+        /* JFIF: density unit 1 (dpi), 300 x 150. */
+        const unsigned char *jfif = buf + s.at[0];
+        CHECK(memcmp(jfif, "JFIF", 5) == 0 && jfif[7] == 1 && (jfif[8] << 8 | jfif[9]) == 300 &&
+                  (jfif[10] << 8 | jfif[11]) == 150,
+              "%s: JFIF density unit %d, %d x %d", cases[i].path, jfif[7], jfif[8] << 8 | jfif[9],
+              jfif[10] << 8 | jfif[11]);
+        if (gimg_decode_memory(buf, len, &back) != GIMG_OK) {
+            CHECK(0, "%s: decode: %s", cases[i].path, gimg_last_error());
+        } else {
+            check_meta(back.meta, im.meta, 1, cases[i].path);
+            if (encode_meta(&back, cases[i].progressive, &buf2, &len2) == GIMG_OK) {
+                if (gimg_decode_memory(buf2, len2, &back2) == GIMG_OK) {
+                    check_meta(back2.meta, im.meta, 1, cases[i].path);
+                    gimg_image_free(&back2);
+                }
+                free(buf2);
+            }
+            gimg_image_free(&back);
+        }
+        /* The pixels do not depend on the metadata: the file without its
+         * markers decodes to the same samples. */
+        gimg_image plain = im, a, b;
+        plain.meta = NULL;
+        unsigned char *pbuf;
+        size_t plen;
+        if (encode_meta(&plain, cases[i].progressive, &pbuf, &plen) == GIMG_OK) {
+            if (gimg_decode_memory(pbuf, plen, &a) == GIMG_OK) {
+                if (gimg_decode_memory(buf, len, &b) == GIMG_OK) {
+                    same_image(&a, &b, cases[i].path);
+                    gimg_image_free(&b);
+                }
+                gimg_image_free(&a);
+            }
+            free(pbuf);
+        }
+        free(buf);
+        gimg_image_free(&im);
+    }
+}
+
+/* The APP2 chunks of a file: their count and the profile they join to,
+ * read here from the bytes (numbers and counts checked). */
+static int icc_chunks(const unsigned char *b, size_t len, bytes *profile)
+{
+    segment_list s;
+    list_segments(b, len, &s);
+    int n = 0, count = -1;
+    for (int i = 0; i < s.n; i++) {
+        if (s.marker[i] != 0xE2 || s.length[i] < 14 || memcmp(b + s.at[i], "ICC_PROFILE", 12))
+            continue;
+        n++;
+        const unsigned char *p = b + s.at[i];
+        if (p[12] != n || (count >= 0 && p[13] != count))
+            return -1;
+        count = p[13];
+        put(profile, p + 14, s.length[i] - 14);
+    }
+    return n == count || n == 0 ? n : -1;
+}
+
+/* A profile over one marker's 65519 bytes: in chunks of 65519, numbered
+ * 1..n, by every encoder path, the striped one at 1 and 4 threads (the
+ * same file); read back whole. */
+static void test_meta_multi_chunk_icc(void)
+{
+    static const struct {
+        size_t icc_bytes;
+        int chunks;
+    } sizes[] = {{65519, 1}, {65520, 2}, {150000, 3}, {3 * 65519, 3}};
+    static const struct {
+        int w, h, progressive;
+        const char *path;
+    } paths[] = {
+        {60, 40, 0, "small"},
+        {300, 200, 0, "sequential"},
+        {300, 200, 1, "progressive"},
+        {1280, 800, 0, "striped"},
+    };
+    const int slow = !timing_checked();
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        gimg_image im;
+        if (!photo_image(&im, paths[p].w, paths[p].h, 3, 7 + p))
+            continue;
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            if (slow && p == 3 && k != 2)
+                continue;  /* under valgrind: the striped path once */
+            set_meta(&im, sizes[k].icc_bytes, 120, 3, 0, 0, 0);
+            const int threads[2] = {1, 4};
+            unsigned char *buf[2] = {NULL, NULL};
+            size_t len[2] = {0, 0};
+            for (int t = 0; t < (p == 3 ? 2 : 1); t++) {
+                omp_set_num_threads(threads[t]);
+                if (encode_meta(&im, paths[p].progressive, &buf[t], &len[t]) != GIMG_OK)
+                    CHECK(0, "%s, %zu bytes: encode: %s", paths[p].path, sizes[k].icc_bytes,
+                          gimg_last_error());
+            }
+            omp_set_num_threads(1);
+            if (!buf[0])
+                continue;
+            if (p == 3)
+                CHECK(buf[1] && len[1] == len[0] && memcmp(buf[0], buf[1], len[0]) == 0,
+                      "striped, %zu bytes: 4 threads wrote another file than 1",
+                      sizes[k].icc_bytes);
+            bytes profile = {0};
+            int n = icc_chunks(buf[0], len[0], &profile);
+            CHECK(n == sizes[k].chunks, "%s, %zu bytes: %d chunks, wanted %d", paths[p].path,
+                  sizes[k].icc_bytes, n, sizes[k].chunks);
+            CHECK(same_blob(profile.p, profile.len, im.meta->icc, im.meta->icc_bytes),
+                  "%s, %zu bytes: the chunks hold another profile", paths[p].path,
+                  sizes[k].icc_bytes);
+            gimg_image back;
+            if (gimg_decode_memory(buf[0], len[0], &back) == GIMG_OK) {
+                check_meta(back.meta, im.meta, 0, paths[p].path);
+                gimg_image_free(&back);
+            } else {
+                CHECK(0, "%s: decode: %s", paths[p].path, gimg_last_error());
+            }
+            free(profile.p);
+            free(buf[0]);
+            free(buf[1]);
+        }
+        gimg_image_free(&im);
+    }
+}
+
+/* Blocks one marker cannot hold are left out, the others written: EXIF
+ * up to 65527 bytes, XMP up to 65504, a profile up to 255 chunks; write.c
+ * counts them dropped (unfit_meta). */
+static void test_meta_too_large(void)
+{
+    gimg_image im;
+    if (!photo_image(&im, 48, 32, 3, 9))
+        return;
+    static const struct {
+        size_t exif, xmp, icc;
+        int exif_kept, xmp_kept, icc_kept;
+    } cases[] = {
+        {65527, 65504, 1000, 1, 1, 1},
+        {65528, 65504, 1000, 0, 1, 1},
+        {65527, 65505, 1000, 1, 0, 1},
+        {400, 300, (size_t)255 * 65519, 1, 1, 1},
+        {400, 300, (size_t)255 * 65519 + 1, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        set_meta(&im, cases[i].icc, cases[i].exif, 8, cases[i].xmp, 0, 0);
+        unsigned char *buf;
+        size_t len;
+        gimg_image back;
+        if (encode_meta(&im, 0, &buf, &len) != GIMG_OK) {
+            CHECK(0, "case %zu: encode: %s", i, gimg_last_error());
+            continue;
+        }
+        if (gimg_decode_memory(buf, len, &back) != GIMG_OK) {
+            CHECK(0, "case %zu: decode: %s", i, gimg_last_error());
+            free(buf);
+            continue;
+        }
+        const gimg_meta *m = back.meta, *w = im.meta;
+        CHECK(m != NULL, "case %zu: no metadata", i);
+        if (m) {
+            /* An EXIF block left out still leaves its orientation (8): in
+             * a block of its own (gimg_exif_minimal, 26 bytes). */
+            CHECK(cases[i].exif_kept ? same_blob(m->exif, m->exif_bytes, w->exif, w->exif_bytes)
+                                     : m->exif_bytes == 26 && m->orientation == 8,
+                  "case %zu: EXIF of %zu bytes read back as %zu", i, cases[i].exif, m->exif_bytes);
+            CHECK(cases[i].xmp_kept ? same_blob(m->xmp, m->xmp_bytes, w->xmp, w->xmp_bytes)
+                                    : m->xmp_bytes == 0,
+                  "case %zu: XMP of %zu bytes read back as %zu", i, cases[i].xmp, m->xmp_bytes);
+            CHECK(cases[i].icc_kept ? same_blob(m->icc, m->icc_bytes, w->icc, w->icc_bytes)
+                                    : m->icc_bytes == 0,
+                  "case %zu: profile of %zu bytes read back as %zu", i, cases[i].icc,
+                  m->icc_bytes);
+        }
+        gimg_image_free(&back);
+        free(buf);
+    }
+    gimg_image_free(&im);
+}
+
+/* A plain file of ours (no metadata) with `segments` put after its JFIF
+ * marker, or in its place when drop_jfif. */
+static bytes with_segments(const bytes *segments, int drop_jfif, int channels)
+{
+    bytes out = {0};
+    gimg_image im;
+    unsigned char *buf;
+    size_t len;
+    if (!photo_image(&im, 32, 24, channels, 77))
+        exit(1);
+    if (encode_meta(&im, 0, &buf, &len) != GIMG_OK)
+        exit(1);
+    const size_t jfif_end = 4 + ((size_t)buf[4] << 8 | buf[5]);
+    put(&out, buf, drop_jfif ? 2 : jfif_end);
+    put(&out, segments->p, segments->len);
+    put(&out, buf + jfif_end, len - jfif_end);
+    free(buf);
+    gimg_image_free(&im);
+    return out;
+}
+
+static void put_app(bytes *b, unsigned marker, const void *id, size_t id_bytes,
+                    const unsigned char *p, size_t n)
+{
+    put_byte(b, 0xFF);
+    put_byte(b, marker);
+    put_byte(b, (unsigned)(id_bytes + n + 2) >> 8);
+    put_byte(b, (unsigned)(id_bytes + n + 2) & 255);
+    put(b, id, id_bytes);
+    put(b, p, n);
+}
+
+/* An ICC chunk: number `seq` of `count`, holding p[0..n-1]. */
+static void put_icc_chunk(bytes *b, int seq, int count, const unsigned char *p, size_t n)
+{
+    unsigned char head[14];
+    memcpy(head, "ICC_PROFILE", 12);
+    head[12] = (unsigned char)seq;
+    head[13] = (unsigned char)count;
+    put_app(b, 0xE2, head, sizeof head, p, n);
+}
+
+/* Decodes f: it must decode; returns its metadata (the caller frees it)
+ * and checks its pixels against `plain`'s. */
+static gimg_meta *decode_meta(const bytes *f, const bytes *plain, const char *what)
+{
+    gimg_image a, b;
+    gimg_meta *m = NULL;
+    if (gimg_decode_memory(f->p, f->len, &a) != GIMG_OK) {
+        CHECK(0, "%s: refused: %s", what, gimg_last_error());
+        return NULL;
+    }
+    if (plain && gimg_decode_memory(plain->p, plain->len, &b) == GIMG_OK) {
+        same_image(&a, &b, what);
+        gimg_image_free(&b);
+    }
+    m = a.meta;
+    a.meta = NULL;
+    gimg_image_free(&a);
+    return m;
+}
+
+/* Files made here, markers by hand: what the decoder takes of them. */
+static void test_meta_decode_crafted(void)
+{
+    unsigned char *icc = fake_icc(5000, 3);
+    unsigned char *exif6 = make_exif(100, 6, 1, 32, 24), *exif3 = make_exif(90, 3, 0, 32, 24);
+    unsigned char *xmp = make_xmp(400), *xmp2 = make_xmp(300);
+    bytes none = {0};
+    bytes plain = with_segments(&none, 0, 3);
+
+    /* Chunks out of order, joined by number; the first EXIF and XMP only;
+     * Extended XMP and unknown APP1s passed over; big-endian EXIF. */
+    bytes seg = {0};
+    put_app(&seg, 0xE1, "http://ns.adobe.com/xmp/extension/", 35, xmp2, 300);
+    put_icc_chunk(&seg, 2, 3, icc + 2000, 2000);
+    put_app(&seg, 0xE1, "Exif\0\0", 6, exif6, 100);
+    put_app(&seg, 0xE1, "XYZ\0", 4, xmp2, 50);
+    put_icc_chunk(&seg, 3, 3, icc + 4000, 1000);
+    put_app(&seg, 0xE1, "http://ns.adobe.com/xap/1.0/", 29, xmp, 400);
+    put_app(&seg, 0xE1, "Exif\0\0", 6, exif3, 90);
+    put_app(&seg, 0xE1, "http://ns.adobe.com/xap/1.0/", 29, xmp2, 300);
+    put_icc_chunk(&seg, 1, 3, icc, 2000);
+    bytes f = with_segments(&seg, 0, 3);
+    gimg_meta *m = decode_meta(&f, &plain, "crafted");
+    CHECK(m && same_blob(m->icc, m->icc_bytes, icc, 5000), "the chunks not joined in order");
+    CHECK(m && same_blob(m->exif, m->exif_bytes, exif6, 100), "not the first EXIF block");
+    CHECK(m && m->orientation == 6, "orientation %d, wanted 6", m ? m->orientation : -1);
+    CHECK(m && same_blob(m->xmp, m->xmp_bytes, xmp, 400), "not the first XMP packet");
+    CHECK(m && m->warning[0] == '\0', "warning \"%s\"", m ? m->warning : "");
+    CHECK(m && m->x_dpi == 0 && m->y_dpi == 0, "our plain file has no density, yet %g dpi",
+          m ? m->x_dpi : 0);
+    gimg_meta_free(m);
+    free(f.p);
+    free(seg.p);
+
+    /* JFIF densities: unit 1 (dpi), 2 (dots per cm), 0 (aspect only); no JFIF. */
+    static const struct {
+        int unit, x, y;
+        double x_dpi, y_dpi;
+    } dens[] = {{1, 72, 96, 72, 96}, {2, 118, 40, 299.72, 101.6}, {0, 1, 2, 0, 0},
+                {1, 0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof dens / sizeof dens[0]; i++) {
+        unsigned char jfif[14] = {'J', 'F', 'I', 'F', 0, 1, 2, (unsigned char)dens[i].unit,
+                                  (unsigned char)(dens[i].x >> 8), (unsigned char)dens[i].x,
+                                  (unsigned char)(dens[i].y >> 8), (unsigned char)dens[i].y, 0, 0};
+        bytes js = {0};
+        put_segment(&js, 0xE0, jfif, sizeof jfif);
+        bytes jf = with_segments(&js, 1, 3);
+        m = decode_meta(&jf, &plain, "JFIF density");
+        const double x = m ? m->x_dpi : 0, y = m ? m->y_dpi : 0;
+        CHECK(fabs(x - dens[i].x_dpi) < 1e-9 && fabs(y - dens[i].y_dpi) < 1e-9,
+              "unit %d, %d x %d: %g x %g dpi, wanted %g x %g", dens[i].unit, dens[i].x, dens[i].y,
+              x, y, dens[i].x_dpi, dens[i].y_dpi);
+        CHECK(dens[i].x_dpi > 0 || m == NULL, "unit %d: metadata without any", dens[i].unit);
+        gimg_meta_free(m);
+        free(jf.p);
+        free(js.p);
+    }
+    /* No JFIF marker: no resolution. */
+    bytes nj = with_segments(&none, 1, 3);
+    m = decode_meta(&nj, &plain, "no JFIF");
+    CHECK(m == NULL, "a file without JFIF has metadata");
+    gimg_meta_free(m);
+    free(nj.p);
+
+    free(plain.p);
+    free(icc);
+    free(exif6);
+    free(exif3);
+    free(xmp);
+    free(xmp2);
+}
+
+/* Broken ICC sequences and EXIF blocks: the image decodes as without
+ * them, the profile (or block) dropped with a warning saying why, the
+ * rest of the metadata kept. */
+static void test_meta_hostile(void)
+{
+    unsigned char *icc = fake_icc(3000, 5);
+    unsigned char *exif = make_exif(80, 5, 0, 32, 24);
+    bytes none = {0};
+    bytes plain = with_segments(&none, 0, 3);
+    typedef struct {
+        int seq, count;
+        size_t from, n;
+    } chunk_spec;
+    static const struct {
+        const char *what, *words;
+        int n;
+        chunk_spec c[4];
+    } cases[] = {
+        {"a gap", "chunk 2 of 3 is missing", 2, {{1, 3, 0, 1000}, {3, 3, 2000, 1000}}},
+        {"the last missing", "chunk 2 of 2 is missing", 1, {{1, 2, 0, 3000}}},
+        {"counts disagree", "counts of 2 and 3", 2, {{1, 2, 0, 1500}, {2, 3, 1500, 1500}}},
+        {"a duplicate", "chunk 1 of 2 appears twice", 3,
+         {{1, 2, 0, 1500}, {1, 2, 0, 1500}, {2, 2, 1500, 1500}}},
+        {"number 0", "numbered 0 of 1", 1, {{0, 1, 0, 3000}}},
+        {"past the count", "numbered 3 of 2", 2, {{1, 2, 0, 1500}, {3, 2, 1500, 1500}}},
+        {"a count of 0", "numbered 1 of 0", 1, {{1, 0, 0, 3000}}},
+        {"empty chunks", "empty", 2, {{1, 2, 0, 0}, {2, 2, 0, 0}}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bytes seg = {0};
+        put_app(&seg, 0xE1, "Exif\0\0", 6, exif, 80);
+        for (int k = 0; k < cases[i].n; k++)
+            put_icc_chunk(&seg, cases[i].c[k].seq, cases[i].c[k].count, icc + cases[i].c[k].from,
+                          cases[i].c[k].n);
+        bytes f = with_segments(&seg, 0, 3);
+        gimg_meta *m = decode_meta(&f, &plain, cases[i].what);
+        CHECK(m && m->icc == NULL && m->icc_bytes == 0, "%s: a profile kept", cases[i].what);
+        CHECK(m && contains(m->warning, "ICC profile dropped") && contains(m->warning, cases[i].words),
+              "%s: warning \"%s\", wanted \"%s\"", cases[i].what, m ? m->warning : "",
+              cases[i].words);
+        CHECK(m && same_blob(m->exif, m->exif_bytes, exif, 80) && m->orientation == 5,
+              "%s: the EXIF block lost", cases[i].what);
+        gimg_meta_free(m);
+        free(f.p);
+        free(seg.p);
+    }
+
+    /* A chunk shorter than its 14-byte header. */
+    bytes seg = {0};
+    put_app(&seg, 0xE2, "ICC_PROFILE\0\1", 13, NULL, 0);
+    bytes f = with_segments(&seg, 0, 3);
+    gimg_meta *m = decode_meta(&f, &plain, "short chunk");
+    CHECK(m && !m->icc && contains(m->warning, "shorter than its header"), "short chunk: \"%s\"",
+          m ? m->warning : "");
+    gimg_meta_free(m);
+    free(f.p);
+    free(seg.p);
+
+    /* 255 chunks of 65519 bytes: the largest profile, joined (bounded by
+     * the file); 256 markers claiming 255: a duplicate, dropped. */
+    if (timing_checked()) {
+        unsigned char *big = fake_icc((size_t)255 * 65519, 1);
+        for (int extra = 0; extra < 2; extra++) {
+            bytes s2 = {0};
+            for (int k = 1; k <= 255; k++)
+                put_icc_chunk(&s2, k, 255, big + (size_t)(k - 1) * 65519, 65519);
+            if (extra)
+                put_icc_chunk(&s2, 7, 255, big, 65519);
+            bytes f2 = with_segments(&s2, 0, 3);
+            m = decode_meta(&f2, &plain, "255 chunks");
+            if (!extra)
+                CHECK(m && same_blob(m->icc, m->icc_bytes, big, (size_t)255 * 65519),
+                      "255 chunks not joined: %zu bytes", m ? m->icc_bytes : 0);
+            else
+                CHECK(m && !m->icc && contains(m->warning, "chunk 7 of 255 appears twice"),
+                      "256 chunks: \"%s\"", m ? m->warning : "");
+            gimg_meta_free(m);
+            free(f2.p);
+            free(s2.p);
+        }
+        free(big);
+    }
+
+    /* EXIF whose IFD loops, or points past the block: dropped, the
+     * profile kept. */
+    for (int kind = 0; kind < 2; kind++) {
+        unsigned char bad[80];
+        memcpy(bad, exif, 80);
+        if (kind == 0)
+            bad[34] = 8;     /* IFD0's next IFD: IFD0 again */
+        else
+            bad[4] = 200;    /* IFD0 at 200 of 80 bytes */
+        bytes s3 = {0};
+        put_app(&s3, 0xE1, "Exif\0\0", 6, bad, 80);
+        put_icc_chunk(&s3, 1, 1, icc, 3000);
+        bytes f3 = with_segments(&s3, 0, 3);
+        m = decode_meta(&f3, &plain, kind ? "EXIF past its block" : "EXIF loop");
+        CHECK(m && !m->exif && m->orientation == 0 && contains(m->warning, "EXIF dropped"),
+              "EXIF case %d: %zu bytes kept, warning \"%s\"", kind, m ? m->exif_bytes : 0,
+              m ? m->warning : "");
+        CHECK(m && same_blob(m->icc, m->icc_bytes, icc, 3000), "EXIF case %d: profile lost", kind);
+        gimg_meta_free(m);
+        free(f3.p);
+        free(s3.p);
+    }
+
+    /* A truncated metadata marker is a truncated file: refused. */
+    bytes s4 = {0};
+    put_icc_chunk(&s4, 1, 1, icc, 3000);
+    bytes f4 = with_segments(&s4, 0, 3);
+    gimg_image im;
+    f4.len = 200;
+    CHECK(gimg_decode_memory(f4.p, f4.len, &im) == GIMG_E_FORMAT && im.meta == NULL,
+          "a file cut inside an ICC chunk: %s", gimg_last_error());
+    free(f4.p);
+    free(s4.p);
+
+    free(plain.p);
+    free(icc);
+    free(exif);
+}
+
+/* A CMYK file's profile describes inks; its samples are read as RGB: the
+ * profile is dropped, with a warning. */
+static void test_meta_cmyk_profile(void)
+{
+    enum { W = 16, H = 8 };
+    unsigned char px[W * H * 4];
+    uint64_t state = 3;
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (unsigned char)testimg_next(&state);
+    bytes cmyk = encode_cmyk(px, W, H, JCS_CMYK, 1);
+    if (!cmyk.len) {
+        CHECK(0, "libjpeg's CMYK encode failed");
+        return;
+    }
+    unsigned char *icc = fake_icc(600, 8);
+    memcpy(icc + 16, "CMYK", 4);
+    bytes f = {0};
+    put(&f, cmyk.p, 2);
+    put_icc_chunk(&f, 1, 1, icc, 600);
+    put(&f, cmyk.p + 2, cmyk.len - 2);
+    gimg_meta *m = decode_meta(&f, &cmyk, "CMYK");
+    CHECK(m && !m->icc && contains(m->warning, "CMYK"), "CMYK profile: %zu bytes, \"%s\"",
+          m ? m->icc_bytes : 0, m ? m->warning : "");
+    gimg_meta_free(m);
+    free(f.p);
+    free(cmyk.p);
+    free(icc);
+}
+
+/* A real profile for the peers' checks: Pillow's sRGB (lcms), when
+ * /usr/bin/python3 has it; else NULL. malloc'd. */
+static unsigned char *real_icc(size_t *n)
+{
+    const char *path = tmp_path("srgb.icc");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'from PIL import ImageCms; import sys; "
+             "open(sys.argv[1], \"wb\").write(ImageCms.ImageCmsProfile("
+             "ImageCms.createProfile(\"sRGB\")).tobytes())' %s 2>/dev/null",
+             path);
+    if (run(cmd) != 0)
+        return NULL;
+    return read_file(path, n);
+}
+
+/* Our files read by exiftool and ImageMagick: the same profile bytes, our
+ * EXIF's orientation, the resolution; theirs (cjpeg -icc, exiftool's
+ * EXIF) read by us. */
+static void test_meta_peers(void)
+{
+    const int exiftool = have_tool("exiftool"), convert = access("/usr/bin/convert", X_OK) == 0;
+    if (!exiftool && !convert)
+        SKIP("neither exiftool nor ImageMagick's /usr/bin/convert is installed");
+    size_t real_bytes = 0;
+    unsigned char *real = real_icc(&real_bytes);
+    const struct {
+        const char *what;
+        int w, h;
+        size_t fake_bytes;
+        int progressive;
+    } cases[] = {
+        {"small", 40, 30, 0, 0},
+        {"three chunks, progressive", 200, 100, 150000, 1},
+        {"three chunks, striped", 1200, 900, 150000, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        if (!photo_image(&im, cases[i].w, cases[i].h, 3, 30 + i))
+            continue;
+        set_meta(&im, cases[i].fake_bytes ? cases[i].fake_bytes : 1000, 300, 6, 500, 240, 240);
+        if (!cases[i].fake_bytes && real) {
+            free(im.meta->icc);
+            im.meta->icc = malloc(real_bytes);
+            memcpy(im.meta->icc, real, real_bytes);
+            im.meta->icc_bytes = real_bytes;
+        }
+        unsigned char *buf;
+        size_t len, got_bytes;
+        omp_set_num_threads(2);
+        gimg_status st = encode_meta(&im, cases[i].progressive, &buf, &len);
+        omp_set_num_threads(1);
+        if (st != GIMG_OK) {
+            CHECK(0, "%s: encode: %s", cases[i].what, gimg_last_error());
+            gimg_image_free(&im);
+            continue;
+        }
+        const char *jpg = tmp_path("meta.jpg"), *icc_out = tmp_path("meta.icc");
+        const char *out = tmp_path("exiftool.txt");
+        write_file(jpg, buf, len);
+        char cmd[1024];
+        if (exiftool) {
+            snprintf(cmd, sizeof cmd, "exiftool -b -ICC_Profile %s > %s 2>/dev/null", jpg, icc_out);
+            unsigned char *got = run(cmd) == 0 ? read_file(icc_out, &got_bytes) : NULL;
+            CHECK(got && same_blob(got, got_bytes, im.meta->icc, im.meta->icc_bytes),
+                  "%s: exiftool's profile has %zu bytes, ours %zu", cases[i].what,
+                  got ? got_bytes : 0, im.meta->icc_bytes);
+            free(got);
+            snprintf(cmd, sizeof cmd,
+                     "exiftool -s3 -n -Orientation -JFIF:XResolution -JFIF:ResolutionUnit "
+                     "-ExifImageWidth %s > %s 2>/dev/null", jpg, out);
+            got = run(cmd) == 0 ? read_file(out, &got_bytes) : NULL;
+            char want[64];
+            snprintf(want, sizeof want, "6\n240\n1\n%d\n", cases[i].w);
+            CHECK(got && got_bytes == strlen(want) && memcmp(got, want, got_bytes) == 0,
+                  "%s: exiftool reads \"%.*s\", wanted \"%s\"", cases[i].what,
+                  got ? (int)got_bytes : 0, got ? (const char *)got : "", want);
+            free(got);
+        }
+        if (convert) {
+            snprintf(cmd, sizeof cmd, "/usr/bin/convert %s %s 2>/dev/null", jpg, icc_out);
+            unsigned char *got = run(cmd) == 0 ? read_file(icc_out, &got_bytes) : NULL;
+            CHECK(got && same_blob(got, got_bytes, im.meta->icc, im.meta->icc_bytes),
+                  "%s: ImageMagick's profile has %zu bytes, ours %zu", cases[i].what,
+                  got ? got_bytes : 0, im.meta->icc_bytes);
+            free(got);
+        }
+        free(buf);
+        gimg_image_free(&im);
+    }
+
+    /* Theirs, read by us: cjpeg -icc (libjpeg's own chunking), then
+     * exiftool's Orientation and JFIF resolution. */
+    if (exiftool && have_tool("cjpeg") && real) {
+        const char *ppm = tmp_path("src.ppm"), *icc_path = tmp_path("srgb.icc");
+        const char *jpg = tmp_path("theirs.jpg");
+        FILE *f = fopen(ppm, "wb");
+        if (f) {
+            fprintf(f, "P6\n20 10\n255\n");
+            for (int k = 0; k < 20 * 10 * 3; k++)
+                fputc(k * 7 & 255, f);
+            fclose(f);
+        }
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "cjpeg -icc %s %s > %s 2>/dev/null && exiftool -q -overwrite_original "
+                 "-Orientation#=8 -XResolution=72 -JFIF:XResolution=180 -JFIF:YResolution=90 "
+                 "-JFIF:ResolutionUnit=inches %s >/dev/null 2>&1",
+                 icc_path, ppm, jpg, jpg);
+        size_t len;
+        unsigned char *buf = run(cmd) == 0 ? read_file(jpg, &len) : NULL;
+        gimg_image back;
+        CHECK(buf != NULL, "cjpeg -icc or exiftool failed");
+        if (buf && gimg_decode_memory(buf, len, &back) == GIMG_OK) {
+            const gimg_meta *m = back.meta;
+            CHECK(m && same_blob(m->icc, m->icc_bytes, real, real_bytes),
+                  "cjpeg -icc: profile of %zu bytes, wanted %zu", m ? m->icc_bytes : 0,
+                  real_bytes);
+            CHECK(m && m->orientation == 8 && m->exif_bytes > 0, "exiftool's orientation: %d",
+                  m ? m->orientation : -1);
+            CHECK(m && m->x_dpi == 180 && m->y_dpi == 90, "exiftool's JFIF: %g x %g dpi",
+                  m ? m->x_dpi : 0, m ? m->y_dpi : 0);
+            gimg_image_free(&back);
+        } else if (buf) {
+            CHECK(0, "their file refused: %s", gimg_last_error());
+        }
+        free(buf);
+    }
+    free(real);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/gimg-jpeg.XXXXXX", "/tmp");
@@ -1881,6 +2648,14 @@ int main(void)
     RUN(test_stripes_peers);
     RUN(test_stripes_concurrent);
     RUN(test_encode_out_of_memory);
+    RUN(test_meta_row);
+    RUN(test_meta_round_trip);
+    RUN(test_meta_multi_chunk_icc);
+    RUN(test_meta_too_large);
+    RUN(test_meta_decode_crafted);
+    RUN(test_meta_hostile);
+    RUN(test_meta_cmyk_profile);
+    RUN(test_meta_peers);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -12,8 +12,18 @@
  *
  * Then what must be refused, each with its message: palette indices past
  * PLTE's entries, an IDAT with no data, CRC errors, every truncation, a
- * decompression bomb in a text chunk (in bounded memory and time), sizes
- * over the limits.
+ * decompression bomb in a text chunk past libspng's 64 MiB (in bounded
+ * memory and time), sizes over the limits.
+ *
+ * Metadata and maxvals: an image with every kind of metadata PNG holds
+ * round-trips through the public API (gimg_encode, gimg_decode_memory);
+ * images of b significant bits keep their maxval through sBIT, their
+ * samples stored scaled by left bit replication (read back here without
+ * libspng: the IDATs inflated and unfiltered by the test); sBIT in files
+ * made here is honoured where every channel agrees and ignored elsewhere;
+ * hostile metadata below the limits (a 16 MB iTXt, a 20 MB zTXt bomb, EXIF
+ * pointing past its block, bad CRCs, broken zlib streams, a second iCCP)
+ * is dropped with a warning and the image decoded.
  */
 #include "gimg.h"
 #include "codec.h"
@@ -22,6 +32,7 @@
 #include "testfile.h"
 
 #include <libdeflate.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +77,8 @@ typedef struct {
     unsigned char alpha[256];
     int pad_ones;                  /* fill the unused bits of each row with ones */
     size_t idat_max;               /* split the zlib stream into IDATs of this many bytes */
+    const bytes *after_ihdr;       /* whole chunks put right after IHDR, if any */
+    const bytes *after_idat;       /* and after the image data */
 } png_spec;
 
 static int stored_channels(int color)
@@ -169,6 +182,8 @@ static unsigned char *make_png(const png_spec *s, size_t *len)
     ihdr[8] = (unsigned char)s->depth, ihdr[9] = (unsigned char)s->color;
     ihdr[10] = ihdr[11] = 0, ihdr[12] = (unsigned char)s->interlace;
     put_chunk(&out, "IHDR", ihdr, 13, 0);
+    if (s->after_ihdr)
+        put(&out, s->after_ihdr->p, s->after_ihdr->len);
     if (s->color == PALETTE)
         put_chunk(&out, "PLTE", s->plte, 3 * (size_t)s->entries, 0);
     if (s->trns) {
@@ -188,6 +203,8 @@ static unsigned char *make_png(const png_spec *s, size_t *len)
     const size_t step = s->idat_max ? s->idat_max : zlen;
     for (size_t at = 0; at < zlen; at += step)
         put_chunk(&out, "IDAT", zbuf + at, zlen - at < step ? zlen - at : step, 0);
+    if (s->after_idat)
+        put(&out, s->after_idat->p, s->after_idat->len);
     put_chunk(&out, "IEND", NULL, 0, 0);
     free(zbuf);
     *len = out.len;
@@ -762,9 +779,9 @@ static void test_large(void)
 
 /* --------------------------------------------------- bounded memory */
 
-/* A zlib stream that inflates to 1 + 258 * runs zero bytes: one fixed-
- * Huffman block of a literal 0 and `runs` matches of 258 bytes at
- * distance 1 (13 bits each, so about 1 : 160). */
+/* A zlib stream that inflates to 1 + 258 * runs bytes of value `byte`:
+ * one fixed-Huffman block of a literal and `runs` matches of 258 bytes
+ * at distance 1 (13 bits each, so about 1 : 160). */
 typedef struct {
     bytes b;
     uint64_t acc;
@@ -790,12 +807,15 @@ static void code(bitw *w, uint32_t c, int n)
         bits(w, c >> i & 1, 1);
 }
 
-static unsigned char *zero_bomb(uint32_t runs, size_t *len)
+static unsigned char *byte_bomb(unsigned char byte, uint32_t runs, size_t *len)
 {
     bitw w = { { 0 }, 0, 0 };
     bits(&w, 0x78, 8), bits(&w, 0x01, 8);   /* zlib header */
     bits(&w, 1, 1), bits(&w, 1, 2);         /* final block, fixed Huffman */
-    code(&w, 0x30, 8);                      /* literal 0 */
+    if (byte < 144)
+        code(&w, 0x30u + byte, 8);          /* the literal */
+    else
+        code(&w, 0x190u + byte - 144, 9);
     for (uint32_t i = 0; i < runs; i++) {
         code(&w, 0xC5, 8);                  /* length 258 (symbol 285) */
         code(&w, 0, 5);                     /* distance 1 */
@@ -803,10 +823,19 @@ static unsigned char *zero_bomb(uint32_t runs, size_t *len)
     code(&w, 0, 7);                         /* end of block */
     if (w.nacc)
         bits(&w, 0, 8 - w.nacc);
-    const uint64_t n = 1 + 258 * (uint64_t)runs;
-    put_be32(&w.b, (uint32_t)((n % 65521) << 16 | 1));   /* Adler-32 of n zeros */
+    /* Adler-32 of n bytes c: A = 1 + n c, B = n + c n (n + 1) / 2, mod
+     * 65521, whose inverse of 2 is 32761. */
+    const uint64_t m = 65521, n = 1 + 258 * (uint64_t)runs;
+    const uint64_t a = (1 + n % m * byte) % m;
+    const uint64_t b = (n % m + n % m * ((n + 1) % m) % m * byte % m * 32761) % m;
+    put_be32(&w.b, (uint32_t)(b << 16 | a));
     *len = w.b.len;
     return w.b.p;
+}
+
+static unsigned char *zero_bomb(uint32_t runs, size_t *len)
+{
+    return byte_bomb(0, runs, len);
 }
 
 /* Decodes buf in a child process; stores the status, how much the child's
@@ -847,7 +876,8 @@ static void decode_measured(const unsigned char *buf, size_t len, int *status, l
 }
 
 /* libspng keeps text chunks, profiles and the like in memory (inflated):
- * a 16 MiB iTXt is within the limits and decodes; a zTXt or iCCP that
+ * a 16 MiB iTXt is within the limits and decodes (an XMP packet of 16 MiB
+ * less 2 bytes, kept as the image's XMP); a zTXt or iCCP that
  * inflates to 256 MiB (from 1.7 MB) is refused at the limit (64 MiB),
  * before or after the image data, quickly and without the memory; so are
  * more than 1000 text chunks. */
@@ -865,6 +895,8 @@ static void test_ancillary_limits(void)
     buf = gray_png_with(b.p, b.len, 0, 0, &len);
     gimg_image im;
     CHECK(gimg_decode_memory(buf, len, &im) == GIMG_OK, "a 16 MiB iTXt: %s", gimg_last_error());
+    CHECK(im.meta && im.meta->xmp_bytes == big - 2 && im.meta->xmp[0] == 'x',
+          "a 16 MiB XMP packet (within meta.c's cap) not kept");
     gimg_image_free(&im);
     free(buf);
     free(b.p);
@@ -927,6 +959,747 @@ static void test_ancillary_limits(void)
         free(data.p);
     }
     free(z);
+}
+
+/* ------------------------------------------------------------ metadata */
+
+/* The types of buf's chunks, space-separated ("IHDR iCCP ... IEND"). */
+static void chunk_types(const unsigned char *buf, size_t len, char *out, size_t size)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t p = 8; p + 12 <= len && at + 6 < size;) {
+        const uint32_t n = (uint32_t)buf[p] << 24 | (uint32_t)buf[p + 1] << 16 |
+                           (uint32_t)buf[p + 2] << 8 | buf[p + 3];
+        at += (size_t)snprintf(out + at, size - at, "%s%.4s", at ? " " : "",
+                               (const char *)buf + p + 4);
+        if (len - p - 12 < n)
+            break;
+        p += 12 + (size_t)n;
+    }
+}
+
+/* The data of the first chunk of `type` in buf (NULL if none); *n its size. */
+static const unsigned char *chunk_data(const unsigned char *buf, size_t len, const char *type,
+                                       size_t *n)
+{
+    for (size_t p = 8; p + 12 <= len;) {
+        const uint32_t k = (uint32_t)buf[p] << 24 | (uint32_t)buf[p + 1] << 16 |
+                           (uint32_t)buf[p + 2] << 8 | buf[p + 3];
+        if (len - p - 12 < k)
+            return NULL;
+        if (memcmp(buf + p + 4, type, 4) == 0) {
+            *n = k;
+            return buf + p + 8;
+        }
+        p += 12 + (size_t)k;
+    }
+    return NULL;
+}
+
+/* The samples of a non-interlaced 8- or 16-bit PNG as stored (before any
+ * sBIT), read here without libspng: the IDATs inflated with libdeflate
+ * and the rows unfiltered. malloc'd (the caller frees); NULL on failure. */
+static uint16_t *stored_samples(const unsigned char *buf, size_t len, int channels)
+{
+    size_t n;
+    const unsigned char *ihdr = chunk_data(buf, len, "IHDR", &n);
+    if (!ihdr || ihdr[12] != 0 || (ihdr[8] != 8 && ihdr[8] != 16))
+        return NULL;
+    const size_t w = gimg_be32(ihdr), h = gimg_be32(ihdr + 4), sample_bytes = ihdr[8] / 8;
+    const size_t bpp = (size_t)channels * sample_bytes, row = w * bpp;
+    bytes z = { 0 };
+    for (size_t p = 8; p + 12 <= len;) {
+        const uint32_t k = gimg_be32(buf + p);
+        if (len - p - 12 < k)
+            break;
+        if (memcmp(buf + p + 4, "IDAT", 4) == 0)
+            put(&z, buf + p + 8, k);
+        p += 12 + (size_t)k;
+    }
+    unsigned char *raw = malloc(h * (row + 1));
+    uint16_t *out = malloc(w * h * (size_t)channels * sizeof *out);
+    struct libdeflate_decompressor *d = libdeflate_alloc_decompressor();
+    size_t got = 0;
+    int ok = raw && out && d && z.p &&
+             libdeflate_zlib_decompress(d, z.p, z.len, raw, h * (row + 1), &got) ==
+                 LIBDEFLATE_SUCCESS &&
+             got == h * (row + 1);
+    libdeflate_free_decompressor(d);
+    free(z.p);
+    for (size_t y = 0; ok && y < h; y++) {
+        unsigned char *cur = raw + y * (row + 1) + 1, *prev = y ? cur - (row + 1) : NULL;
+        const int type = cur[-1];
+        for (size_t i = 0; i < row; i++) {
+            const int a = i >= bpp ? cur[i - bpp] : 0, b = prev ? prev[i] : 0,
+                      c = prev && i >= bpp ? prev[i - bpp] : 0;
+            cur[i] = (unsigned char)(cur[i] + (type == 1 ? a : type == 2 ? b
+                                               : type == 3 ? (a + b) / 2
+                                               : type == 4 ? paeth(a, b, c) : 0));
+        }
+        for (size_t i = 0; i < w * (size_t)channels; i++)
+            out[y * w * channels + i] =
+                sample_bytes == 2 ? (uint16_t)(cur[2 * i] << 8 | cur[2 * i + 1]) : cur[i];
+    }
+    free(raw);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* A valid-looking ICC profile of n bytes (n >= 132): the header's size,
+ * version 2.1, a display RGB profile with the 'acsp' signature, no tags,
+ * then seeded bytes. malloc'd. */
+static unsigned char *make_icc(size_t n, uint64_t seed)
+{
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)testimg_next(&seed);
+    memset(p, 0, 132);
+    p[0] = (unsigned char)(n >> 24), p[1] = (unsigned char)(n >> 16);
+    p[2] = (unsigned char)(n >> 8), p[3] = (unsigned char)n;
+    p[8] = 2, p[9] = 0x10;
+    memcpy(p + 12, "mntrRGB XYZ ", 12);
+    memcpy(p + 36, "acsp", 4);
+    return p;
+}
+
+/* A little-endian EXIF block: IFD0 with ImageDescription ("gimg test")
+ * and Orientation; `ifd0_at` overrides where the header says IFD0 is. */
+static unsigned char *make_exif(int orientation, uint32_t ifd0_at, size_t *n)
+{
+    static const unsigned char k[] = {
+        'I', 'I', 42, 0, 8, 0, 0, 0,                      /* header, IFD0 at 8 */
+        2, 0,                                             /* 2 entries */
+        0x0e, 0x01, 2, 0, 10, 0, 0, 0, 38, 0, 0, 0,       /* ImageDescription, at 38 */
+        0x12, 0x01, 3, 0, 1, 0, 0, 0, 1, 0, 0, 0,         /* Orientation */
+        0, 0, 0, 0,                                       /* no IFD1 */
+        'g', 'i', 'm', 'g', ' ', 't', 'e', 's', 't', 0,
+    };
+    unsigned char *p = malloc(sizeof k);
+    memcpy(p, k, sizeof k);
+    p[30] = (unsigned char)orientation;
+    if (ifd0_at) {
+        p[4] = (unsigned char)ifd0_at, p[5] = (unsigned char)(ifd0_at >> 8);
+        p[6] = (unsigned char)(ifd0_at >> 16), p[7] = (unsigned char)(ifd0_at >> 24);
+    }
+    *n = sizeof k;
+    return p;
+}
+
+static const char xmp_packet[] =
+    "<?xpacket begin=\"\xef\xbb\xbf\" id=\"W5M0MpCehiHzreSzNTczkc9d\"?>\n"
+    "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"><rdf:RDF "
+    "xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\"><rdf:Description "
+    "rdf:about=\"\" xmlns:dc=\"http://purl.org/dc/elements/1.1/\"><dc:creator><rdf:Seq>"
+    "<rdf:li>gimg</rdf:li></rdf:Seq></dc:creator></rdf:Description></rdf:RDF></x:xmpmeta>\n"
+    "<?xpacket end=\"w\"?>";
+
+/* Text chunks of every kind, in an order that mixes them. */
+static const gimg_text sample_texts[] = {
+    { "Title", "A title", NULL, NULL, 0, 0 },
+    { "Comment", "Much repeated text, much repeated text, much repeated text.", NULL, NULL, 0,
+      1 },
+    { "Description", "\xc3\xa9t\xc3\xa9 \xe2\x80\x94 summer", "fr", "Beschreibung", 1, 0 },
+    { "Author", "\xc3\x9cn\xc3\xaf" "code, compressed", "", "", 1, 1 },
+    { "Software", "gimg", NULL, NULL, 0, 0 },
+};
+#define N_SAMPLE_TEXTS ((int)(sizeof sample_texts / sizeof sample_texts[0]))
+
+static int same_string(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* Where m's texts differ from want (n of them), or "" if they agree. */
+static void compare_texts(const gimg_meta *m, const gimg_text *want, int n, char *why,
+                          size_t size)
+{
+    why[0] = '\0';
+    if (!m || m->n_texts != n) {
+        snprintf(why, size, "%d texts, expected %d", m ? m->n_texts : 0, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const gimg_text *a = &m->texts[i], *b = &want[i];
+        if (!same_string(a->keyword, b->keyword) || !same_string(a->text, b->text) ||
+            a->international != b->international || a->compressed != b->compressed ||
+            (b->international && (!same_string(a->language, b->language) ||
+                                  !same_string(a->translated_keyword, b->translated_keyword))) ||
+            (!b->international && (a->language || a->translated_keyword))) {
+            snprintf(why, size, "text %d: \"%s\" (%d, %d) \"%.30s\", expected \"%s\" (%d, %d)",
+                     i, a->keyword ? a->keyword : "(null)", a->international, a->compressed,
+                     a->text ? a->text : "(null)", b->keyword, b->international, b->compressed);
+            return;
+        }
+    }
+}
+
+/* An image with metadata of every kind PNG holds goes through the public
+ * API (gimg_encode, gimg_decode_memory) and comes back whole: the chunks
+ * in their order, the ICC profile, EXIF (orientation 6) and XMP byte for
+ * byte, the resolution within the rounding of 1 pixel per metre (a whole
+ * dpi exactly), the texts in order with their kinds; at every level, 0
+ * (stored) included. --strip writes none of it. */
+static void test_meta_round_trip(void)
+{
+    static const struct {
+        int channels;
+        gimg_sample sample;
+        int level;
+        double x_dpi, y_dpi;
+    } cases[] = {
+        { 3, GIMG_U8, 6, 300, 300 },     { 2, GIMG_U16, 0, 72, 96 },
+        { 4, GIMG_U8, 12, 299.5, 0 },    { 1, GIMG_U16, 1, 2540.0, 1.0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gimg_image src, got;
+        if (gimg_image_alloc(&src, 29, 17, cases[k].channels, cases[k].sample) != GIMG_OK)
+            continue;
+        testimg_fill_random(&src, 300 + k);
+        gimg_meta *m = gimg_meta_new();
+        unsigned char *icc = make_icc(3000, k);
+        size_t exif_bytes;
+        unsigned char *exif = make_exif(6, 0, &exif_bytes);
+        gimg_meta_add_icc(&m, icc, 3000);
+        gimg_meta_add_exif(&m, exif, exif_bytes);
+        gimg_meta_add_xmp(&m, (const unsigned char *)xmp_packet, strlen(xmp_packet));
+        for (int i = 0; i < N_SAMPLE_TEXTS; i++) {
+            const gimg_text *t = &sample_texts[i];
+            gimg_meta_add_text(&m, t->keyword, t->text, strlen(t->text), t->language,
+                               t->translated_keyword, t->international, t->compressed);
+        }
+        m->x_dpi = cases[k].x_dpi;
+        m->y_dpi = cases[k].y_dpi;
+        src.meta = m;
+        char what[64];
+        snprintf(what, sizeof what, "%d channels, %d-bit, level %d", src.channels,
+                 8 * (int)src.sample, cases[k].level);
+        gimg_write_opts o;
+        gimg_write_opts_init(&o);
+        o.png_level = cases[k].level;
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        CHECK(gimg_encode(&src, GIMG_FMT_PNG, &o, &buf, &len) == GIMG_OK, "%s: encode: %s",
+              what, gimg_last_error());
+        if (!buf) {
+            gimg_image_free(&src);
+            free(icc);
+            free(exif);
+            continue;
+        }
+        char types[256];
+        chunk_types(buf, len, types, sizeof types);
+        CHECK(strcmp(types, "IHDR iCCP pHYs eXIf iTXt tEXt zTXt iTXt iTXt tEXt IDAT IEND") == 0,
+              "%s: chunks %s", what, types);
+        size_t n;
+        const unsigned char *iccp = chunk_data(buf, len, "iCCP", &n);
+        CHECK(iccp && n > 5 && memcmp(iccp, "icc\0\0", 5) == 0, "%s: iCCP's name", what);
+        gimg_status st = gimg_decode_memory(buf, len, &got);
+        CHECK(st == GIMG_OK, "%s: decode: %s", what, gimg_last_error());
+        if (st == GIMG_OK) {
+            CHECK(same_pixels(&got, &src) && got.maxval == 0, "%s: pixels differ", what);
+            const gimg_meta *g = got.meta;
+            CHECK(g != NULL, "%s: no metadata", what);
+            if (g) {
+                CHECK(g->icc_bytes == 3000 && memcmp(g->icc, icc, 3000) == 0,
+                      "%s: ICC profile of %zu bytes", what, g->icc_bytes);
+                CHECK(g->exif_bytes == exif_bytes && memcmp(g->exif, exif, exif_bytes) == 0,
+                      "%s: EXIF of %zu bytes", what, g->exif_bytes);
+                CHECK(g->orientation == 6, "%s: orientation %d", what, g->orientation);
+                CHECK(g->xmp_bytes == strlen(xmp_packet) &&
+                          memcmp(g->xmp, xmp_packet, g->xmp_bytes) == 0,
+                      "%s: XMP of %zu bytes", what, g->xmp_bytes);
+                /* One pixel per metre is 0.0254 dpi: rounding moves by half
+                 * that; a whole number of dpi comes back exactly. */
+                const double want_x = cases[k].x_dpi;
+                const double want_y = cases[k].y_dpi ? cases[k].y_dpi : want_x;
+                const double slack_x = want_x == (int)want_x ? 0 : 0.0127 + 1e-9;
+                const double slack_y = want_y == (int)want_y ? 0 : 0.0127 + 1e-9;
+                CHECK(fabs(g->x_dpi - want_x) <= slack_x && fabs(g->y_dpi - want_y) <= slack_y,
+                      "%s: %.9g x %.9g dpi, expected %g x %g", what, g->x_dpi, g->y_dpi,
+                      want_x, want_y);
+                char why[200];
+                compare_texts(g, sample_texts, N_SAMPLE_TEXTS, why, sizeof why);
+                CHECK(!why[0], "%s: %s", what, why);
+                CHECK(g->warning[0] == '\0', "%s: warning '%s'", what, g->warning);
+            }
+        }
+        gimg_image_free(&got);
+        /* --strip: nothing but the pixels. */
+        free(buf);
+        buf = NULL;
+        o.strip = 1;
+        CHECK(gimg_encode(&src, GIMG_FMT_PNG, &o, &buf, &len) == GIMG_OK, "%s: --strip: %s",
+              what, gimg_last_error());
+        if (buf) {
+            chunk_types(buf, len, types, sizeof types);
+            CHECK(strcmp(types, "IHDR IDAT IEND") == 0, "%s: --strip wrote %s", what, types);
+            if (gimg_decode_memory(buf, len, &got) == GIMG_OK)
+                CHECK(got.meta == NULL, "%s: --strip: metadata read back", what);
+            gimg_image_free(&got);
+        }
+        free(buf);
+        free(icc);
+        free(exif);
+        gimg_image_free(&src);
+    }
+}
+
+/* b significant bits of v scaled to depth bits, worked out bit by bit:
+ * bit i from the top is bit (i mod b) of v from its top (PNG 12.5). */
+static unsigned replicated(unsigned v, unsigned b, unsigned depth)
+{
+    unsigned out = 0;
+    for (unsigned i = 0; i < depth; i++)
+        out = out << 1 | ((v >> (b - 1 - i % b)) & 1u);
+    return out;
+}
+
+/* Images of b significant bits (maxval 2^b - 1) come back exactly, with
+ * their maxval and sample size; the file holds sBIT b for every channel
+ * and the samples scaled up by left bit replication (read here without
+ * libspng), at the image's own 8 or 16 bits. A maxval of the full range
+ * writes no sBIT and reads back as maxval 0. */
+static void test_sbit_round_trip(void)
+{
+    static const struct {
+        int channels;
+        gimg_sample sample;
+        unsigned maxval, depth, sbit;
+    } cases[] = {
+        { 1, GIMG_U16, 4095, 16, 12 }, { 3, GIMG_U16, 1023, 16, 10 },
+        { 4, GIMG_U8, 31, 8, 5 },      { 2, GIMG_U16, 32767, 16, 15 },
+        { 1, GIMG_U8, 1, 8, 1 },       { 3, GIMG_U16, 255, 16, 8 },
+        { 2, GIMG_U16, 7, 16, 3 },     { 3, GIMG_U16, 511, 16, 9 },
+        { 1, GIMG_U8, 255, 8, 0 },     { 1, GIMG_U16, 65535, 16, 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const unsigned maxval = cases[k].maxval;
+        gimg_image src, got;
+        if (gimg_image_alloc(&src, 33, 19, cases[k].channels, cases[k].sample) != GIMG_OK)
+            continue;
+        src.maxval = maxval;
+        uint64_t seed = 900 + k;
+        const size_t count = (size_t)src.width * src.height * src.channels;
+        for (size_t i = 0; i < count; i++) {
+            /* the maxval, the low values in order, seeded ones between */
+            const unsigned r = (unsigned)(testimg_next(&seed) % (maxval + 1));
+            const unsigned v = i == 1 ? maxval : i % 2 == 0 && i / 2 <= maxval ? (unsigned)(i / 2) : r;
+            if (src.sample == GIMG_U8)
+                src.data[i] = (unsigned char)v;
+            else
+                ((uint16_t *)src.data)[i] = (uint16_t)v;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%d channels, %d-bit, maxval %u", src.channels,
+                 8 * (int)src.sample, maxval);
+        unsigned char *buf = NULL;
+        size_t len = 0, n = 0;
+        CHECK(gimg_encode(&src, GIMG_FMT_PNG, NULL, &buf, &len) == GIMG_OK, "%s: encode: %s",
+              what, gimg_last_error());
+        if (!buf) {
+            gimg_image_free(&src);
+            continue;
+        }
+        const unsigned char *ihdr = chunk_data(buf, len, "IHDR", &n);
+        CHECK(ihdr && ihdr[8] == cases[k].depth, "%s: stored at %d bits", what,
+              ihdr ? ihdr[8] : -1);
+        const unsigned char *sbit = chunk_data(buf, len, "sBIT", &n);
+        if (cases[k].sbit) {
+            int all = sbit && n == (size_t)src.channels;
+            for (size_t i = 0; all && i < n; i++)
+                all = sbit[i] == cases[k].sbit;
+            CHECK(all, "%s: no sBIT of %u bits per channel", what, cases[k].sbit);
+        } else {
+            CHECK(!sbit, "%s: an sBIT chunk", what);
+        }
+        uint16_t *stored = stored_samples(buf, len, src.channels);
+        CHECK(stored != NULL, "%s: the test could not read the stored samples", what);
+        const unsigned b = cases[k].sbit ? cases[k].sbit : cases[k].depth;
+        size_t bad = count;
+        for (size_t i = 0; stored && i < count && bad == count; i++) {
+            const unsigned v = src.sample == GIMG_U8 ? src.data[i] : ((uint16_t *)src.data)[i];
+            if (stored[i] != replicated(v, b, cases[k].depth))
+                bad = i;
+        }
+        CHECK(!stored || bad == count, "%s: stored sample %zu is %u, expected %u", what, bad,
+              stored && bad < count ? stored[bad] : 0,
+              bad < count ? replicated(src.sample == GIMG_U8 ? src.data[bad]
+                                                             : ((uint16_t *)src.data)[bad],
+                                       b, cases[k].depth)
+                          : 0);
+        free(stored);
+        gimg_status st = gimg_decode_memory(buf, len, &got);
+        CHECK(st == GIMG_OK, "%s: decode: %s", what, gimg_last_error());
+        if (st == GIMG_OK) {
+            const gimg_sample want_sample = src.sample;
+            const unsigned want_maxval = cases[k].sbit ? maxval : 0;
+            CHECK(got.sample == want_sample && got.maxval == want_maxval,
+                  "%s: read back as %d-bit, maxval %u", what, 8 * (int)got.sample, got.maxval);
+            size_t diff = count;
+            for (size_t i = 0; i < count && diff == count && got.sample == want_sample; i++) {
+                const unsigned a = src.sample == GIMG_U8 ? src.data[i] : ((uint16_t *)src.data)[i];
+                const unsigned g = got.sample == GIMG_U8 ? got.data[i] : ((uint16_t *)got.data)[i];
+                if (a != g)
+                    diff = i;
+            }
+            CHECK(diff == count, "%s: sample %zu differs", what, diff);
+        }
+        gimg_image_free(&got);
+        free(buf);
+        gimg_image_free(&src);
+    }
+}
+
+/* sBIT in files made here: every channel's bits equal and below the
+ * depth of an 8- or 16-bit image bring the samples down (v >> (depth -
+ * b)) and set the maxval; channels that disagree, palettes, gray below 8
+ * bits, and bits equal to the depth leave the samples as they are. */
+static void test_sbit_decode(void)
+{
+    static const struct {
+        int color, depth, trns;
+        unsigned char bits[4];
+        unsigned shift;   /* 0: sBIT ignored */
+    } cases[] = {
+        { GRAY, 16, 0, { 12 }, 4 },           { RGB, 16, 0, { 10, 10, 10 }, 6 },
+        { RGBA, 8, 0, { 5, 5, 5, 5 }, 3 },    { GRAY_ALPHA, 8, 0, { 3, 3 }, 5 },
+        { GRAY, 8, 1, { 4 }, 4 },             { RGB, 16, 1, { 11, 11, 11 }, 5 },
+        { RGB, 8, 0, { 5, 6, 5 }, 0 },        { RGBA, 8, 0, { 5, 5, 5, 8 }, 0 },
+        { GRAY, 4, 0, { 3 }, 0 },             { PALETTE, 8, 0, { 5, 5, 5 }, 0 },
+        { GRAY, 16, 0, { 16 }, 0 },           { GRAY_ALPHA, 16, 0, { 12, 13 }, 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        png_spec s;
+        fill_spec(&s, 23, 11, cases[k].color, cases[k].depth, 0, cases[k].trns, 40 + k);
+        const int n = cases[k].color == GRAY_ALPHA ? 2 : cases[k].color == RGBA ? 4
+                    : cases[k].color == GRAY ? 1 : 3;
+        bytes extra = { 0 };
+        put_chunk(&extra, "sBIT", cases[k].bits, (size_t)n, 0);
+        s.after_ihdr = &extra;
+        size_t len;
+        unsigned char *buf = make_png(&s, &len);
+        gimg_image want, got;
+        expected_image(&s, &want);
+        const size_t count = (size_t)want.width * want.height * want.channels;
+        for (size_t i = 0; i < count; i++) {
+            if (want.sample == GIMG_U16)
+                ((uint16_t *)want.data)[i] >>= cases[k].shift;
+            else
+                want.data[i] >>= cases[k].shift;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s %d-bit%s, sBIT %u %u %u %u", color_name(cases[k].color),
+                 cases[k].depth, cases[k].trns ? " tRNS" : "", cases[k].bits[0],
+                 cases[k].bits[1], cases[k].bits[2], cases[k].bits[3]);
+        gimg_status st = gimg_decode_memory(buf, len, &got);
+        CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+        if (st == GIMG_OK) {
+            const unsigned want_maxval =
+                cases[k].shift ? (1u << (cases[k].depth - cases[k].shift)) - 1 : 0;
+            char why[160];
+            CHECK(got.maxval == want_maxval, "%s: maxval %u, expected %u", what, got.maxval,
+                  want_maxval);
+            CHECK(same_image(&got, &want, why, sizeof why), "%s: %s", what, why);
+        }
+        gimg_image_free(&got);
+        gimg_image_free(&want);
+        free(buf);
+        free(extra.p);
+        free(s.samples);
+    }
+}
+
+/* zlib stream of p[0 .. n-1], malloc'd. */
+static unsigned char *zlib_of(const void *p, size_t n, size_t *zn)
+{
+    struct libdeflate_compressor *c = libdeflate_alloc_compressor(9);
+    size_t cap = libdeflate_zlib_compress_bound(c, n);
+    unsigned char *z = malloc(cap);
+    *zn = libdeflate_zlib_compress(c, p, n, z, cap);
+    libdeflate_free_compressor(c);
+    return z;
+}
+
+/* A chunk of keyword, the bytes `mid` (flags, language...) and text,
+ * compressed when asked. */
+static void put_text_chunk(bytes *b, const char *type, const char *keyword, const void *mid,
+                           size_t mid_len, const char *text, int compress)
+{
+    bytes d = { 0 };
+    put(&d, keyword, strlen(keyword) + 1);
+    put(&d, mid, mid_len);
+    if (compress) {
+        size_t zn;
+        unsigned char *z = zlib_of(text, strlen(text), &zn);
+        put(&d, z, zn);
+        free(z);
+    } else {
+        put(&d, text, strlen(text));
+    }
+    put_chunk(b, type, d.p, d.len, 0);
+    free(d.p);
+}
+
+/* A file made here with metadata of every kind, some of it after the
+ * image data, reads as written: the compressed XMP iTXt is the XMP
+ * packet, texts keep their order and kinds wherever they are; a pHYs of
+ * unknown unit gives no resolution. */
+static void test_meta_decode(void)
+{
+    for (int unit = 0; unit < 2; unit++) {
+        png_spec s;
+        fill_spec(&s, 9, 7, RGB, 8, 0, 0, 61);
+        bytes before = { 0 }, after = { 0 };
+        unsigned char *icc = make_icc(700, 5);
+        size_t zn, exif_bytes;
+        unsigned char *z = zlib_of(icc, 700, &zn);
+        bytes iccp = { 0 };
+        put(&iccp, "Some profile\0\0", 14);
+        put(&iccp, z, zn);
+        put_chunk(&before, "iCCP", iccp.p, iccp.len, 0);
+        unsigned char phys[9] = { 0, 0, 0x0e, 0xc4, 0, 0, 0x0b, 0x12, (unsigned char)unit };
+        put_chunk(&before, "pHYs", phys, 9, 0);   /* 3780 x 2834 ppm */
+        unsigned char *exif = make_exif(3, 0, &exif_bytes);
+        put_chunk(&before, "eXIf", exif, exif_bytes, 0);
+        put_text_chunk(&before, "tEXt", "Title", NULL, 0, "A title", 0);
+        put_text_chunk(&before, "iTXt", "XML:com.adobe.xmp", "\1\0\0\0", 4, xmp_packet, 1);
+        put_text_chunk(&before, "zTXt", "Comment", "\0", 1,
+                       "Much repeated text, much repeated text, much repeated text.", 1);
+        put_text_chunk(&after, "iTXt", "Description", "\0\0fr\0Beschreibung\0", 18,
+                       "\xc3\xa9t\xc3\xa9 \xe2\x80\x94 summer", 0);
+        put_text_chunk(&after, "iTXt", "Author", "\1\0\0\0", 4,
+                       "\xc3\x9cn\xc3\xaf" "code, compressed", 1);
+        put_text_chunk(&after, "tEXt", "Software", NULL, 0, "gimg", 0);
+        s.after_ihdr = &before;
+        s.after_idat = &after;
+        size_t len;
+        unsigned char *buf = make_png(&s, &len);
+        gimg_image got, want;
+        expected_image(&s, &want);
+        gimg_status st = gimg_decode_memory(buf, len, &got);
+        CHECK(st == GIMG_OK, "unit %d: %s", unit, gimg_last_error());
+        if (st == GIMG_OK) {
+            char why[200];
+            CHECK(same_image(&got, &want, why, sizeof why), "unit %d: %s", unit, why);
+            const gimg_meta *m = got.meta;
+            CHECK(m && m->icc_bytes == 700 && memcmp(m->icc, icc, 700) == 0, "ICC profile");
+            CHECK(m && m->exif_bytes == exif_bytes && m->orientation == 3, "EXIF");
+            CHECK(m && m->xmp_bytes == strlen(xmp_packet) &&
+                      memcmp(m->xmp, xmp_packet, m->xmp_bytes) == 0,
+                  "XMP");
+            if (unit)
+                /* 3780 ppm is what 96 dpi writes: 96; no whole dpi writes 2834. */
+                CHECK(m && m->x_dpi == 96 && fabs(m->y_dpi - 71.9836) < 1e-9,
+                      "pHYs in metres: %g x %g dpi", m ? m->x_dpi : 0, m ? m->y_dpi : 0);
+            else
+                CHECK(m && m->x_dpi == 0 && m->y_dpi == 0, "pHYs of unknown unit: %g x %g dpi",
+                      m ? m->x_dpi : 0, m ? m->y_dpi : 0);
+            compare_texts(m, sample_texts, N_SAMPLE_TEXTS, why, sizeof why);
+            CHECK(!why[0], "%s", why);
+            CHECK(m && !m->warning[0], "warning '%s'", m ? m->warning : "");
+        }
+        gimg_image_free(&got);
+        gimg_image_free(&want);
+        free(buf);
+        free(before.p);
+        free(after.p);
+        free(iccp.p);
+        free(z);
+        free(icc);
+        free(exif);
+        free(s.samples);
+    }
+}
+
+/* Decodes buf, which must give the pixels of plain (the same file without
+ * the hostile chunks), a warning holding `warning`, and no metadata of
+ * the kinds `absent`; returns the decoded image's metadata kinds. */
+static unsigned decodes_with_warning(const char *what, const unsigned char *buf, size_t len,
+                                     const gimg_image *plain, const char *warning,
+                                     unsigned absent)
+{
+    gimg_image im;
+    unsigned kinds = 0;
+    gimg_status st = gimg_decode_memory(buf, len, &im);
+    CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+    if (st != GIMG_OK)
+        return 0;
+    char why[160];
+    CHECK(same_image(&im, plain, why, sizeof why), "%s: %s", what, why);
+    CHECK(im.meta && strstr(im.meta->warning, warning), "%s: warning '%s', expected '%s'",
+          what, im.meta ? im.meta->warning : "(no metadata)", warning);
+    kinds = gimg_meta_kinds(im.meta);
+    CHECK(!(kinds & absent), "%s: metadata kinds %#x kept", what, kinds);
+    gimg_image_free(&im);
+    return kinds;
+}
+
+/* Hostile metadata is dropped with a warning and the image decoded: a 16
+ * MB iTXt, a 17 MiB XMP packet, a zTXt that inflates to 20 MB (in
+ * bounded memory and time), an iCCP that inflates past the 16 MiB cap, an
+ * EXIF block whose IFD0 points past it, an eXIf with JPEG's "Exif\0\0"
+ * prefix, text chunks with a bad CRC or a broken zlib stream, a second
+ * iCCP (the first kept). */
+static void test_meta_hostile(void)
+{
+    png_spec s;
+    fill_spec(&s, 6, 4, GRAY, 8, 0, 0, 31);
+    size_t len;
+    unsigned char *plain_buf = make_png(&s, &len);
+    gimg_image plain;
+    if (gimg_decode_memory(plain_buf, len, &plain) != GIMG_OK) {
+        CHECK(0, "the plain file: %s", gimg_last_error());
+        return;
+    }
+    free(plain_buf);
+
+    /* A 16 MB iTXt, and a 17 MiB XMP packet. */
+    static const struct {
+        const char *keyword;
+        size_t bytes;
+        const char *warning;
+        unsigned absent;
+    } big[] = {
+        { "Comment", 16000000, "text chunk \"Comment\" dropped", GIMG_META_TEXT },
+        { "XML:com.adobe.xmp", (size_t)17 << 20, "XMP dropped", GIMG_META_XMP },
+    };
+    for (int k = 0; k < 2; k++) {
+        bytes b = { 0 }, d = { 0 };
+        put(&d, big[k].keyword, strlen(big[k].keyword) + 1);
+        put(&d, "\0\0\0\0", 4);
+        unsigned char *text = malloc(big[k].bytes);
+        memset(text, 'x', big[k].bytes);
+        put(&d, text, big[k].bytes);
+        free(text);
+        put_chunk(&b, "iTXt", d.p, d.len, 0);
+        s.after_ihdr = &b;
+        unsigned char *buf = make_png(&s, &len);
+        char what[64];
+        snprintf(what, sizeof what, "a %zu-byte iTXt %s", big[k].bytes, big[k].keyword);
+        decodes_with_warning(what, buf, len, &plain, big[k].warning, big[k].absent);
+        free(buf);
+        free(b.p);
+        free(d.p);
+    }
+
+    /* zTXt and iCCP bombs under libspng's limits: 20 MB of one byte ('x',
+     * not 0: libspng ends a text at its first NUL). */
+    size_t zlen;
+    unsigned char *z = byte_bomb('x', 20000000 / 258, &zlen);
+    static const struct {
+        const char *type, *head, *warning;
+        size_t head_len;
+        unsigned absent;
+    } bombs[] = {
+        { "zTXt", "Comment\0", "text chunk \"Comment\" dropped", 9, GIMG_META_TEXT },
+        { "iCCP", "icc\0", "ICC profile dropped", 5, GIMG_META_ICC },
+    };
+    for (int k = 0; k < 2; k++) {
+        bytes b = { 0 }, d = { 0 };
+        put(&d, bombs[k].head, bombs[k].head_len);
+        put(&d, z, zlen);
+        put_chunk(&b, bombs[k].type, d.p, d.len, 0);
+        s.after_ihdr = &b;
+        unsigned char *buf = make_png(&s, &len);
+        char what[64];
+        snprintf(what, sizeof what, "a %s inflating to 20 MB (%zu bytes)", bombs[k].type, zlen);
+        decodes_with_warning(what, buf, len, &plain, bombs[k].warning, bombs[k].absent);
+        int status;
+        long grew;
+        double cpu;
+        decode_measured(buf, len, &status, &grew, &cpu);
+        CHECK(status == GIMG_OK, "%s: status %d in the child", what, status);
+        if (!under_valgrind()) {
+            CHECK(grew >= 0 && grew < 80 * 1024, "%s: memory grew by %ld KiB", what, grew);
+            if (!getenv("GIMG_TEST_SLOW"))
+                CHECK(cpu >= 0 && cpu < 1.0, "%s: %.2f s of CPU", what, cpu);
+        }
+        free(buf);
+        free(b.p);
+        free(d.p);
+    }
+    free(z);
+
+    /* EXIF whose IFD0 points past the block; eXIf with a JPEG prefix. */
+    size_t exif_bytes;
+    unsigned char *exif = make_exif(6, 4000, &exif_bytes);
+    bytes b = { 0 };
+    put_chunk(&b, "eXIf", exif, exif_bytes, 0);
+    s.after_ihdr = &b;
+    unsigned char *buf = make_png(&s, &len);
+    decodes_with_warning("EXIF with IFD0 past the block", buf, len, &plain,
+                         "EXIF dropped: its IFD0 points past the block", GIMG_META_EXIF);
+    free(buf);
+    free(b.p);
+    free(exif);
+    exif = make_exif(6, 0, &exif_bytes);
+    b = (bytes){ 0 };
+    bytes d = { 0 };
+    put(&d, "Exif\0\0", 6);
+    put(&d, exif, exif_bytes);
+    put_chunk(&b, "eXIf", d.p, d.len, 0);
+    buf = make_png(&s, &len);
+    decodes_with_warning("eXIf with an Exif\\0\\0 prefix", buf, len, &plain,
+                         "a PNG eXIf chunk dropped: malformed", GIMG_META_EXIF);
+    free(buf);
+    free(b.p);
+    free(d.p);
+    free(exif);
+
+    /* A tEXt kept beside a zTXt with a bad CRC, then one with a broken
+     * zlib stream. */
+    for (int k = 0; k < 2; k++) {
+        b = (bytes){ 0 };
+        put_text_chunk(&b, "tEXt", "Title", NULL, 0, "kept", 0);
+        d = (bytes){ 0 };
+        put(&d, "Comment\0\0", 9);
+        put(&d, k ? "\x78\x9c\xff\xff\xff\xff" : "\x78\x9c\x03\x00\x00\x00\x00\x01", k ? 6 : 8);
+        put_chunk(&b, "zTXt", d.p, d.len, k == 0);
+        s.after_ihdr = &b;
+        buf = make_png(&s, &len);
+        const char *what = k ? "a zTXt with a broken zlib stream" : "a zTXt with a bad CRC";
+        unsigned kinds = decodes_with_warning(
+            what, buf, len, &plain,
+            k ? "a PNG zTXt chunk dropped: malformed" : "a PNG zTXt chunk dropped: its CRC", 0);
+        CHECK(kinds == GIMG_META_TEXT, "%s: the tEXt beside it lost", what);
+        free(buf);
+        free(b.p);
+        free(d.p);
+    }
+
+    /* Two iCCP chunks: the first kept. */
+    b = (bytes){ 0 };
+    unsigned char *icc[2] = { make_icc(200, 1), make_icc(300, 2) };
+    for (int k = 0; k < 2; k++) {
+        d = (bytes){ 0 };
+        put(&d, "icc\0\0", 5);
+        z = zlib_of(icc[k], k ? 300 : 200, &zlen);
+        put(&d, z, zlen);
+        put_chunk(&b, "iCCP", d.p, d.len, 0);
+        free(z);
+        free(d.p);
+    }
+    buf = make_png(&s, &len);
+    gimg_image im;
+    if (gimg_decode_memory(buf, len, &im) == GIMG_OK) {
+        CHECK(im.meta && im.meta->icc_bytes == 200 && memcmp(im.meta->icc, icc[0], 200) == 0,
+              "two iCCP: the first not kept");
+        CHECK(im.meta && strstr(im.meta->warning, "a PNG iCCP chunk dropped"),
+              "two iCCP: warning '%s'", im.meta ? im.meta->warning : "");
+    } else {
+        CHECK(0, "two iCCP: %s", gimg_last_error());
+    }
+    gimg_image_free(&im);
+    free(buf);
+    free(b.p);
+    free(icc[0]);
+    free(icc[1]);
+    free(s.samples);
+    gimg_image_free(&plain);
 }
 
 /* ------------------------------------------------------------- limits */
@@ -1044,6 +1817,11 @@ int main(void)
     RUN(test_truncated);
     RUN(test_large);
     RUN(test_ancillary_limits);
+    RUN(test_meta_round_trip);
+    RUN(test_sbit_round_trip);
+    RUN(test_sbit_decode);
+    RUN(test_meta_decode);
+    RUN(test_meta_hostile);
     RUN(test_limits);
     RUN(test_threads);
     return check_summary();

@@ -17,6 +17,16 @@
  *    message, quickly, with nothing printed on stderr.
  *  - Decoding on several threads at once gives each thread its own result
  *    and message.
+ *  - Metadata: ICC profile, XMP, resolution and orientation written by
+ *    gimg_encode read back byte for byte (and by libtiff), page by page in
+ *    multi-page files (libtiff's, and two of ours joined here); resolution
+ *    units inch, centimetre, none and absent; broken tags dropped with a
+ *    warning, the image still decoded.
+ *  - b-bit samples (1 to 15 bits): files libtiff writes in every layout
+ *    decode to their samples with maxval 2^b - 1 (1-bit: 0/255); images of
+ *    maxval 2^b - 1 are written with BitsPerSample b and read back exactly;
+ *    ImageMagick's 12-bit files read as ImageMagick reads them; truncated
+ *    12-bit strips are refused as 8-bit ones are.
  */
 #include "check.h"
 #include "testfile.h"
@@ -54,6 +64,13 @@ typedef struct {
     const uint16_t *colormap;    /* 3 * 2^bits entries: r..., g..., b... */
     int jpeg_ycbcr;              /* JPEG with YCbCr (libtiff converts on writing) */
     const void *samples;         /* rows of packed samples (bits < 8: packed bits) */
+    /* Metadata tags, each written when set (non-NULL, non-zero). */
+    const unsigned char *icc;
+    uint32_t icc_bytes;
+    const char *xmp;             /* NUL-terminated */
+    float x_res, y_res;
+    uint16_t res_unit;           /* 0: no ResolutionUnit tag (the default, inch) */
+    uint16_t orientation;
 } page_spec;
 
 static size_t spec_row_bytes(const page_spec *p, int samples)
@@ -80,6 +97,18 @@ static int write_page(TIFF *tif, const page_spec *p)
         size_t n = (size_t)1 << p->bits;
         TIFFSetField(tif, TIFFTAG_COLORMAP, p->colormap, p->colormap + n, p->colormap + 2 * n);
     }
+    if (p->icc)
+        TIFFSetField(tif, TIFFTAG_ICCPROFILE, p->icc_bytes, p->icc);
+    if (p->xmp)
+        TIFFSetField(tif, TIFFTAG_XMLPACKET, (uint32_t)strlen(p->xmp), p->xmp);
+    if (p->x_res > 0)
+        TIFFSetField(tif, TIFFTAG_XRESOLUTION, (double)p->x_res);
+    if (p->y_res > 0)
+        TIFFSetField(tif, TIFFTAG_YRESOLUTION, (double)p->y_res);
+    if (p->res_unit)
+        TIFFSetField(tif, TIFFTAG_RESOLUTIONUNIT, p->res_unit);
+    if (p->orientation)
+        TIFFSetField(tif, TIFFTAG_ORIENTATION, p->orientation);
     if (p->jpeg_ycbcr) {
         TIFFSetField(tif, TIFFTAG_JPEGQUALITY, 95);
         TIFFSetField(tif, TIFFTAG_YCBCRSUBSAMPLING, 2, 2);
@@ -470,7 +499,8 @@ static void test_layouts_from_libtiff(void)
         const layout_case *k = &cases[i];
         page_spec p = {45, 38, k->bits, k->spp, k->photometric, k->format, k->planar,
                        k->compression, k->predictor, k->rows_per_strip, k->tile, k->n_extra,
-                       {k->extra[0], k->extra[1], k->extra[2]}, NULL, 0, NULL};
+                       {k->extra[0], k->extra[1], k->extra[2]}, NULL, 0, NULL,
+                       NULL, 0, NULL, 0, 0, 0, 0};
         void *samples = seeded_samples(p.width, p.height, p.spp, p.bits,
                                        k->format == SAMPLEFORMAT_IEEEFP, 50 + i);
         p.samples = samples;
@@ -884,16 +914,16 @@ static void test_unsupported_layouts(void)
         {8, 4, PHOTOMETRIC_SEPARATED, 0, 0, "CMYK"},
         {8, 3, PHOTOMETRIC_CIELAB, 0, 0, "L*a*b*"},
         {16, 1, PHOTOMETRIC_MINISBLACK, SAMPLEFORMAT_INT, 0, "signed"},
-        {4, 1, PHOTOMETRIC_MINISBLACK, 0, 0, "4-bit"},
-        {2, 1, PHOTOMETRIC_MINISWHITE, 0, 0, "2-bit"},
+        {24, 1, PHOTOMETRIC_MINISBLACK, SAMPLEFORMAT_UINT, 0, "24-bit"},
+        {17, 3, PHOTOMETRIC_RGB, SAMPLEFORMAT_UINT, 0, "17-bit"},
         {32, 1, PHOTOMETRIC_MINISBLACK, SAMPLEFORMAT_UINT, 0, "32-bit"},
         {64, 1, PHOTOMETRIC_MINISBLACK, SAMPLEFORMAT_IEEEFP, 0, "64-bit float"},
         {16, 1, PHOTOMETRIC_MINISBLACK, SAMPLEFORMAT_IEEEFP, 0, "16-bit float"},
         {8, 3, PHOTOMETRIC_YCBCR, 0, 0, "YCbCr"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t bytes = (size_t)8 * 8 * cases[i].spp * cases[i].bits / 8;
-        unsigned char *s = calloc(bytes, 1);
+        size_t n_bytes = (size_t)8 * 8 * cases[i].spp * cases[i].bits / 8;
+        unsigned char *s = calloc(n_bytes, 1);
         page_spec p = {.width = 8, .height = 8, .bits = cases[i].bits, .spp = cases[i].spp,
                        .photometric = cases[i].photometric, .format = cases[i].format,
                        .compression = cases[i].compression};
@@ -1137,6 +1167,850 @@ static void test_silent(void)
     fclose(sink);
 }
 
+/* ------------------------------------------------------------ metadata */
+
+/* An ICC profile's outline (128-byte header, an empty tag table), n >= 132
+ * bytes, its bytes after the header seeded: enough for a pass-through. */
+static unsigned char *fake_icc(size_t n, uint64_t seed)
+{
+    unsigned char *p = calloc(n, 1);
+    uint64_t state = seed;
+    for (size_t i = 132; i < n; i++)
+        p[i] = (unsigned char)testimg_next(&state);
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(n >> (24 - 8 * i));
+    memcpy(p + 12, "mntrRGB XYZ ", 12);
+    memcpy(p + 36, "acsp", 4);
+    p[8] = 2;   /* version 2.1 */
+    p[9] = 0x10;
+    return p;
+}
+
+static const char *const XMP_A =
+    "<?xpacket begin='\xef\xbb\xbf' id='W5M0MpCehiHzreSzNTczkc9d'?>"
+    "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/"
+    "22-rdf-syntax-ns#'><rdf:Description xmlns:dc='http://purl.org/dc/elements/1.1/' "
+    "dc:format='image/tiff'/></rdf:RDF></x:xmpmeta><?xpacket end='w'?>";
+static const char *const XMP_B =
+    "<?xpacket begin='' id='W5M0MpCehiHzreSzNTczkc9d'?><x:xmpmeta xmlns:x='adobe:ns:meta/'>"
+    "page two</x:xmpmeta><?xpacket end='r'?>";
+
+/* 1 if m holds exactly these items (icc/xmp NULL: none; dpi 0: none). */
+static int meta_is(const gimg_meta *m, const unsigned char *icc, size_t icc_bytes,
+                   const char *xmp, double x_dpi, double y_dpi, int orientation, const char *what)
+{
+    int ok = 1;
+    if (!m) {
+        CHECK(!icc && !xmp && x_dpi == 0 && orientation == 0, "%s: no metadata decoded", what);
+        return !icc && !xmp && x_dpi == 0 && orientation == 0;
+    }
+    if (icc)
+        ok &= m->icc_bytes == icc_bytes && m->icc && memcmp(m->icc, icc, icc_bytes) == 0;
+    else
+        ok &= m->icc == NULL && m->icc_bytes == 0;
+    CHECK(ok, "%s: ICC profile of %zu bytes, want %zu", what, m->icc_bytes, icc ? icc_bytes : 0);
+    int xok = xmp ? m->xmp_bytes == strlen(xmp) && m->xmp && memcmp(m->xmp, xmp, m->xmp_bytes) == 0
+                  : m->xmp == NULL && m->xmp_bytes == 0;
+    CHECK(xok, "%s: XMP of %zu bytes, want %zu", what, m->xmp_bytes, xmp ? strlen(xmp) : 0);
+    int rok = m->x_dpi == x_dpi && m->y_dpi == y_dpi;
+    CHECK(rok, "%s: %g x %g dpi, want %g x %g", what, m->x_dpi, m->y_dpi, x_dpi, y_dpi);
+    CHECK(m->orientation == orientation, "%s: orientation %d, want %d", what, m->orientation,
+          orientation);
+    CHECK(m->exif == NULL && m->n_texts == 0, "%s: EXIF or texts from a TIFF", what);
+    return ok && xok && rok && m->orientation == orientation;
+}
+
+/* A copy of the given items as a gimg_meta (NULL items left out). */
+static gimg_meta *make_meta(const unsigned char *icc, size_t icc_bytes, const char *xmp,
+                            double x_dpi, double y_dpi, int orientation)
+{
+    gimg_meta *m = gimg_meta_new();
+    if (!m)
+        return NULL;
+    if (icc) {
+        m->icc = malloc(icc_bytes);
+        memcpy(m->icc, icc, icc_bytes);
+        m->icc_bytes = icc_bytes;
+    }
+    if (xmp) {
+        m->xmp_bytes = strlen(xmp);
+        m->xmp = malloc(m->xmp_bytes);
+        memcpy(m->xmp, xmp, m->xmp_bytes);
+    }
+    m->x_dpi = x_dpi;
+    m->y_dpi = y_dpi;
+    m->orientation = orientation;
+    return m;
+}
+
+static unsigned le16_at(const unsigned char *p) { return p[0] | (unsigned)p[1] << 8; }
+static uint32_t le32_at(const unsigned char *p)
+{
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void set_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Two one-page classic little-endian TIFF files (gimg_encode's) as one
+ * file of two pages: b appended to a, its offsets moved (values stored
+ * outside their entries, and StripOffsets), a's IFD linked to b's. NULL
+ * for files of another kind. The caller frees the result. */
+static unsigned char *join_pages(const unsigned char *a, size_t a_len, const unsigned char *b,
+                                 size_t b_len, size_t *len)
+{
+    static const unsigned type_bytes[17] = {0, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 4, 8, 4, 0, 0, 8};
+    if (a_len < 8 || b_len < 8 || memcmp(a, "II*\0", 4) || memcmp(b, "II*\0", 4))
+        return NULL;
+    const size_t base = (a_len + 1) & ~(size_t)1;
+    unsigned char *out = calloc(base + b_len, 1);
+    memcpy(out, a, a_len);
+    memcpy(out + base, b, b_len);
+    unsigned char *nb = out + base;
+    uint32_t b_ifd = le32_at(nb + 4), a_ifd = le32_at(out + 4);
+    if (b_ifd + 2 > b_len || a_ifd + 2 > a_len) {
+        free(out);
+        return NULL;
+    }
+    unsigned n = le16_at(nb + b_ifd);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned char *e = nb + b_ifd + 2 + 12 * i;
+        unsigned tag = le16_at(e), type = le16_at(e + 2);
+        uint32_t count = le32_at(e + 4);
+        uint64_t value_bytes = (uint64_t)count * (type < 17 ? type_bytes[type] : 0);
+        if (value_bytes > 4)
+            set_le32(e + 8, le32_at(e + 8) + (uint32_t)base);
+        if (tag == 273 && type == 4) {
+            unsigned char *v = value_bytes > 4 ? out + le32_at(e + 8) : e + 8;
+            for (uint32_t k = 0; k < count; k++)
+                set_le32(v + 4 * k, le32_at(v + 4 * k) + (uint32_t)base);
+        }
+    }
+    unsigned an = le16_at(out + a_ifd);
+    set_le32(out + a_ifd + 2 + 12 * an, b_ifd + (uint32_t)base);
+    *len = base + b_len;
+    return out;
+}
+
+/* ICC, XMP, resolution and orientation written by gimg_encode come back
+ * byte for byte from gimg_decode_memory, under every compression, for
+ * 8-bit and 12-bit images; libtiff reads the same tags from the file. */
+static void test_meta_round_trip(void)
+{
+    size_t icc_bytes = 3000;
+    unsigned char *icc = fake_icc(icc_bytes, 21);
+    const gimg_tiff_compression comps[] = {GIMG_TIFF_DEFLATE, GIMG_TIFF_LZW, GIMG_TIFF_NONE};
+    for (int k = 0; k < 3; k++)
+        for (int deep = 0; deep < 2; deep++) {
+            gimg_image im, back;
+            if (gimg_image_alloc(&im, 41, 23, 3, deep ? GIMG_U16 : GIMG_U8))
+                continue;
+            testimg_fill_random(&im, 300 + k);
+            if (deep) {
+                im.maxval = 4095;
+                for (int y = 0; y < im.height; y++)
+                    for (int x = 0; x < im.width * 3; x++)
+                        ((uint16_t *)gimg_row(&im, y))[x] &= 4095;
+            }
+            im.meta = make_meta(icc, icc_bytes, XMP_A, 300.0, 72.5, 6);
+            gimg_write_opts o;
+            gimg_write_opts_init(&o);
+            o.tiff_compression = comps[k];
+            unsigned char *buf;
+            size_t len;
+            if (gimg_encode(&im, GIMG_FMT_TIFF, &o, &buf, &len)) {
+                CHECK(0, "encode: %s", gimg_last_error());
+                gimg_image_free(&im);
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "compression %d, %s", (int)comps[k],
+                     deep ? "12-bit" : "8-bit");
+            if (decode_checked(buf, len, 0, &back)) {
+                CHECK(same_pixels(&im, &back) && back.maxval == im.maxval, "%s: pixels differ",
+                      what);
+                meta_is(back.meta, icc, icc_bytes, XMP_A, 300.0, 72.5, 6, what);
+                gimg_image_free(&back);
+            }
+            /* libtiff's reading of our tags. */
+            TIFF *tif = open_buffer(buf, len);
+            if (tif) {
+                uint32_t n = 0;
+                void *p = NULL;
+                float xr = 0, yr = 0;
+                uint16_t unit = 0, orient = 0;
+                CHECK(TIFFGetField(tif, TIFFTAG_ICCPROFILE, &n, &p) && n == icc_bytes &&
+                          memcmp(p, icc, n) == 0, "%s: libtiff reads no ICC profile", what);
+                CHECK(TIFFGetField(tif, TIFFTAG_XMLPACKET, &n, &p) && n == strlen(XMP_A) &&
+                          memcmp(p, XMP_A, n) == 0, "%s: libtiff reads no XMP", what);
+                CHECK(TIFFGetField(tif, TIFFTAG_XRESOLUTION, &xr) &&
+                          TIFFGetField(tif, TIFFTAG_YRESOLUTION, &yr) &&
+                          TIFFGetField(tif, TIFFTAG_RESOLUTIONUNIT, &unit) && xr == 300.0f &&
+                          yr == 72.5f && unit == RESUNIT_INCH,
+                      "%s: resolution %g x %g unit %u", what, xr, yr, unit);
+                CHECK(TIFFGetField(tif, TIFFTAG_ORIENTATION, &orient) && orient == 6,
+                      "%s: orientation tag %u", what, orient);
+                CHECK(!TIFFGetField(tif, TIFFTAG_EXIFIFD, &n), "%s: an EXIF IFD written", what);
+                TIFFClose(tif);
+            }
+            free(buf);
+            gimg_image_free(&im);
+        }
+    /* Orientation 1 is written when recorded; 0 writes no tag; no metadata
+     * decodes as none; one resolution stands for both. */
+    for (int k = 0; k < 4; k++) {
+        gimg_image im, back;
+        if (gimg_image_alloc(&im, 9, 7, 1, GIMG_U8))
+            continue;
+        testimg_fill_random(&im, 17);
+        int orient = k == 0 ? 1 : 0;
+        if (k == 0)
+            im.meta = make_meta(NULL, 0, NULL, 0, 0, 1);
+        else if (k == 1)
+            im.meta = make_meta(NULL, 0, NULL, 0, 0, 0);   /* an empty gimg_meta */
+        else if (k == 3)
+            im.meta = make_meta(NULL, 0, NULL, 96.0, 0, 0);
+        unsigned char *buf;
+        size_t len;
+        if (gimg_encode(&im, GIMG_FMT_TIFF, NULL, &buf, &len) == GIMG_OK) {
+            TIFF *tif = open_buffer(buf, len);
+            uint16_t v = 0;
+            if (tif) {
+                int has = TIFFGetField(tif, TIFFTAG_ORIENTATION, &v);
+                CHECK(orient ? has && v == 1 : !has, "case %d: orientation tag %d (%u)", k, has,
+                      v);
+                TIFFClose(tif);
+            }
+            if (decode_checked(buf, len, 0, &back)) {
+                if (k == 3)
+                    meta_is(back.meta, NULL, 0, NULL, 96.0, 96.0, 0, "one resolution");
+                else
+                    CHECK(orient ? back.meta && back.meta->orientation == 1 : back.meta == NULL,
+                          "case %d: decoded metadata %p", k, (void *)back.meta);
+                gimg_image_free(&back);
+            }
+            free(buf);
+        } else
+            CHECK(0, "encode: %s", gimg_last_error());
+        gimg_image_free(&im);
+    }
+    free(icc);
+}
+
+/* Each page keeps its own metadata: pages written by libtiff with
+ * different tags (and resolution units), and pages gimg_encode wrote,
+ * put together by tiffcp. */
+static void test_meta_pages(void)
+{
+    size_t a_bytes = 700, b_bytes = 1301;
+    unsigned char *a = fake_icc(a_bytes, 1), *b = fake_icc(b_bytes, 2);
+    void *s0 = seeded_samples(20, 10, 1, 8, 0, 1), *s1 = seeded_samples(12, 8, 3, 16, 0, 2);
+    page_spec pages[5] = {
+        {.width = 20, .height = 10, .bits = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+         .samples = s0, .icc = a, .icc_bytes = (uint32_t)a_bytes, .x_res = 100, .y_res = 50,
+         .res_unit = RESUNIT_CENTIMETER, .orientation = 3},
+        {.width = 12, .height = 8, .bits = 16, .spp = 3, .photometric = PHOTOMETRIC_RGB,
+         .compression = COMPRESSION_LZW, .samples = s1, .icc = b, .icc_bytes = (uint32_t)b_bytes,
+         .xmp = XMP_B, .x_res = 300, .y_res = 300, .res_unit = RESUNIT_INCH, .orientation = 8},
+        /* No unit: inch, the specification's default. */
+        {.width = 20, .height = 10, .bits = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+         .samples = s0, .x_res = 200, .y_res = 150},
+        /* Unit "none": a ratio, no resolution. */
+        {.width = 20, .height = 10, .bits = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+         .samples = s0, .x_res = 2, .y_res = 1, .res_unit = RESUNIT_NONE},
+        {.width = 20, .height = 10, .bits = 8, .spp = 1, .photometric = PHOTOMETRIC_MINISBLACK,
+         .samples = s0, .xmp = XMP_A, .orientation = 1},
+    };
+    size_t len;
+    unsigned char *buf = make_tiff(pages, 5, 1, &len);
+    CHECK(buf != NULL, "pages not written");
+    for (int k = 0; buf && k < 5; k++) {
+        gimg_image im;
+        char what[32];
+        snprintf(what, sizeof what, "page %d", k);
+        if (!decode_checked(buf, len, k, &im))
+            continue;
+        switch (k) {
+        case 0: meta_is(im.meta, a, a_bytes, NULL, 254.0, 127.0, 3, what); break;
+        case 1: meta_is(im.meta, b, b_bytes, XMP_B, 300.0, 300.0, 8, what); break;
+        case 2: meta_is(im.meta, NULL, 0, NULL, 200.0, 150.0, 0, what); break;
+        case 3: CHECK(im.meta == NULL, "unit none: metadata decoded"); break;
+        case 4: meta_is(im.meta, NULL, 0, XMP_A, 0, 0, 1, what); break;
+        }
+        gimg_image_free(&im);
+    }
+    free(buf);
+
+    /* gimg_encode's pages, joined into one file here. */
+    gimg_image im[2];
+    gimg_meta *want[2] = {make_meta(a, a_bytes, XMP_A, 600.0, 600.0, 5),
+                          make_meta(b, b_bytes, XMP_B, 72.0, 144.0, 1)};
+    unsigned char *one[2] = {NULL, NULL};
+    size_t one_len[2] = {0, 0};
+    int ok = 1;
+    for (int k = 0; k < 2; k++) {
+        ok &= gimg_image_alloc(&im[k], 30 + k, 20, k ? 4 : 1, k ? GIMG_U16 : GIMG_U8) == GIMG_OK;
+        if (!ok)
+            break;
+        testimg_fill_random(&im[k], 40 + k);
+        gimg_meta_copy(want[k], &im[k].meta);
+        ok &= gimg_encode(&im[k], GIMG_FMT_TIFF, NULL, &one[k], &one_len[k]) == GIMG_OK;
+    }
+    CHECK(ok, "encode: %s", gimg_last_error());
+    buf = ok ? join_pages(one[0], one_len[0], one[1], one_len[1], &len) : NULL;
+    CHECK(!ok || buf, "our files could not be joined");
+    for (int k = 0; buf && k < 2; k++) {
+        gimg_image back;
+        if (!decode_checked(buf, len, k, &back))
+            continue;
+        char what[32];
+        snprintf(what, sizeof what, "joined page %d", k);
+        CHECK(same_pixels(&im[k], &back), "%s: pixels differ", what);
+        const gimg_meta *w = want[k];
+        meta_is(back.meta, w->icc, w->icc_bytes, k ? XMP_B : XMP_A, w->x_dpi, w->y_dpi,
+                w->orientation, what);
+        gimg_image_free(&back);
+    }
+    free(buf);
+    for (int k = 0; k < 2; k++) {
+        free(one[k]);
+        gimg_image_free(&im[k]);
+        gimg_meta_free(want[k]);
+    }
+    free(a);
+    free(b);
+    free(s0);
+    free(s1);
+}
+
+/* Metadata tags that are broken, crafted byte by byte: an ICC profile or
+ * XMP packet whose bytes lie past the end of the file, an orientation out
+ * of range, a zero or negative resolution: the image decodes, the item is
+ * left out (a broken ICC or XMP with a warning). */
+static void test_meta_hostile(void)
+{
+    bytes_t t;
+    start_tiff(&t, 8);
+    /* Tag types: 7 UNDEFINED, 1 BYTE, 5 RATIONAL. */
+    const uint32_t e[][4] = {
+        GRAY_IFD(4, 2, 300, 8),
+        {274, 3, 1, 9},                 /* Orientation 9 */
+        {282, 5, 1, 400},               /* XResolution: 0/1 */
+        {283, 5, 1, 408},               /* YResolution: 5/0 */
+        {296, 3, 1, 2},
+        {700, 1, 100000, 3000},         /* XMP past the end */
+        {34675, 7, 5000, 4000},         /* ICC past the end */
+    };
+    put_ifd(&t, 8, e, 15, 0);
+    put32(&t, 400, 0);
+    put32(&t, 404, 1);
+    put32(&t, 408, 5);
+    put32(&t, 412, 0);
+    for (int i = 0; i < 8; i++)
+        t.b[300 + i] = (unsigned char)(i * 20);
+    t.n = 420;
+    gimg_image im;
+    gimg_status st = gimg_decode_memory(t.b, t.n, &im);
+    CHECK(st == GIMG_OK, "broken metadata refused the image: %s", gimg_last_error());
+    if (st == GIMG_OK) {
+        CHECK(gimg_row(&im, 1)[3] == 140, "pixels decoded wrong");
+        const gimg_meta *m = im.meta;
+        CHECK(m && !m->icc && !m->xmp && m->orientation == 0 && m->x_dpi == 0,
+              "broken metadata kept: %p", (void *)m);
+        CHECK(m && contains(m->warning, "ICC") && contains(m->warning, "dropped"),
+              "no warning about the ICC profile: '%s'", m ? m->warning : "");
+        gimg_image_free(&im);
+    }
+    /* Page 0: an orientation of 0 and a resolution unit of 7; page 1:
+     * clean. Each page's warning is its own. */
+    start_tiff(&t, 8);
+    const uint32_t p0[][4] = {
+        GRAY_IFD(4, 2, 300, 8), {274, 3, 1, 0}, {282, 5, 1, 400}, {283, 5, 1, 400},
+        {296, 3, 1, 7},
+    };
+    const uint32_t p1[][4] = {GRAY_IFD(4, 2, 300, 8)};
+    put_ifd(&t, 8, p0, 13, 200);
+    put_ifd(&t, 200, p1, 9, 0);
+    put32(&t, 400, 300);
+    put32(&t, 404, 1);
+    t.n = 420;
+    for (int page = 0; page < 2; page++) {
+        gimg_read_opts o = {page};
+        st = gimg_decode_page(t.b, t.n, &o, &im);
+        CHECK(st == GIMG_OK, "page %d: %s", page, gimg_last_error());
+        if (st)
+            continue;
+        if (page == 0)
+            CHECK(im.meta && im.meta->x_dpi == 0 && im.meta->orientation == 0 &&
+                      contains(im.meta->warning, "Bad value"),
+                  "page 0: %s", im.meta ? im.meta->warning : "no metadata");
+        else
+            CHECK(im.meta == NULL, "page 1 has page 0's warning: '%s'",
+                  im.meta ? im.meta->warning : "");
+        gimg_image_free(&im);
+    }
+    /* An ICC profile's count so large that it cannot be in the file. */
+    start_tiff(&t, 8);
+    const uint32_t e2[][4] = {GRAY_IFD(4, 2, 300, 8), {34675, 7, 0xFFFFFFF0u, 100}};
+    put_ifd(&t, 8, e2, 10, 0);
+    t.n = 308;
+    double t0 = cpu_seconds();
+    st = gimg_decode_memory(t.b, t.n, &im);
+    CHECK(st == GIMG_OK && im.meta && !im.meta->icc, "4 GiB ICC count: %s",
+          st ? gimg_last_error() : "kept?");
+    CHECK(cpu_seconds() - t0 < 0.5, "4 GiB ICC count: slow");
+    gimg_image_free(&im);
+}
+
+/* --------------------------------------------------------- b-bit samples */
+
+/* A page of b-bit samples (b in 1..16) written with libtiff from values
+ * (interleaved, w * h * spp, each below 2^b), packed here bit by bit, most
+ * significant first, each row of each strip or tile starting on a byte. */
+typedef struct {
+    const char *name;
+    uint16_t bits, spp, photometric, planar, compression;
+    uint32_t rows_per_strip, tile;    /* tile > 0: square tiles */
+    int n_extra;
+    uint16_t extra[2];
+    int big_endian;
+    int channels;                     /* expected */
+    int pick[4];
+    int invert, associated;
+} packed_case;
+
+static void pack_bits(unsigned char *dst, uint64_t *bitpos, unsigned v, unsigned bits)
+{
+    for (int i = (int)bits - 1; i >= 0; i--, (*bitpos)++)
+        if (v >> i & 1)
+            dst[*bitpos / 8] |= (unsigned char)(0x80 >> (*bitpos % 8));
+}
+
+static unsigned char *make_packed_tiff(const packed_case *k, uint32_t w, uint32_t h,
+                                       const uint16_t *values, size_t *len)
+{
+    strcpy(tmp_path, "/tmp/unit_codec_tiff.XXXXXX");
+    int fd = mkstemp(tmp_path);
+    if (fd < 0)
+        return NULL;
+    close(fd);
+    TIFF *tif = TIFFOpen(tmp_path, k->big_endian ? "wb" : "wl");
+    if (!tif) {
+        unlink(tmp_path);
+        return NULL;
+    }
+    const int separate = k->planar == PLANARCONFIG_SEPARATE;
+    const int planes = separate ? k->spp : 1, per = separate ? 1 : k->spp;
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, w);
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, h);
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, k->bits);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, k->spp);
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, k->photometric);
+    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, separate ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG);
+    TIFFSetField(tif, TIFFTAG_COMPRESSION, k->compression ? k->compression : COMPRESSION_NONE);
+    if (k->n_extra)
+        TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, (uint16_t)k->n_extra, k->extra);
+    uint32_t cw = w, ch = k->rows_per_strip ? k->rows_per_strip : h;
+    if (k->tile) {
+        cw = ch = k->tile;
+        TIFFSetField(tif, TIFFTAG_TILEWIDTH, cw);
+        TIFFSetField(tif, TIFFTAG_TILELENGTH, ch);
+    } else
+        TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, ch);
+    size_t row = ((size_t)cw * per * k->bits + 7) / 8;
+    unsigned char *chunk = malloc(row * ch);
+    int ok = 1;
+    for (int pl = 0; ok && pl < planes; pl++)
+        for (uint32_t y0 = 0; ok && y0 < h; y0 += ch)
+            for (uint32_t x0 = 0; ok && x0 < w; x0 += cw) {
+                memset(chunk, 0, row * ch);
+                uint32_t rows = k->tile ? ch : (h - y0 < ch ? h - y0 : ch);
+                for (uint32_t y = 0; y < rows; y++) {
+                    uint64_t bit = 0;
+                    for (uint32_t x = 0; x < cw; x++)
+                        for (int s = 0; s < per; s++) {
+                            unsigned v = 0;
+                            if (y0 + y < h && x0 + x < w)
+                                v = values[((size_t)(y0 + y) * w + x0 + x) * k->spp + pl + s];
+                            pack_bits(chunk + y * row, &bit, v, k->bits);
+                        }
+                }
+                if (k->tile)
+                    ok = TIFFWriteEncodedTile(tif, TIFFComputeTile(tif, x0, y0, 0, (uint16_t)pl),
+                                              chunk, (tmsize_t)(row * ch)) >= 0;
+                else
+                    ok = TIFFWriteEncodedStrip(tif, TIFFComputeStrip(tif, y0, (uint16_t)pl),
+                                               chunk, (tmsize_t)(row * rows)) >= 0;
+            }
+    free(chunk);
+    ok = ok && TIFFWriteDirectory(tif);
+    TIFFClose(tif);
+    unsigned char *buf = ok ? slurp(tmp_path, len) : NULL;
+    unlink(tmp_path);
+    return buf;
+}
+
+/* b-bit files in the layouts other programs write decode to the file's
+ * samples with maxval 2^b - 1 (1-bit: 0/255, maxval 0), computed here from
+ * the values written. */
+static void test_packed_from_libtiff(void)
+{
+    const uint16_t U = EXTRASAMPLE_UNSPECIFIED, UA = EXTRASAMPLE_UNASSALPHA,
+                   AA = EXTRASAMPLE_ASSOCALPHA;
+    const uint16_t MB = PHOTOMETRIC_MINISBLACK, MW = PHOTOMETRIC_MINISWHITE,
+                   RGB = PHOTOMETRIC_RGB, SEP = PLANARCONFIG_SEPARATE;
+    const packed_case cases[] = {
+        {"gray12", 12, 1, MB, 0, 0, 5, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray12-MM-lzw", 12, 1, MB, 0, COMPRESSION_LZW, 7, 0, 0, {0}, 1, 1, {0}, 0, 0},
+        {"gray10-tiled-deflate", 10, 1, MB, 0, COMPRESSION_ADOBE_DEFLATE, 0, 16, 0, {0}, 0, 1,
+         {0}, 0, 0},
+        {"gray2", 2, 1, MB, 0, 0, 3, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray4-packbits", 4, 1, MB, 0, COMPRESSION_PACKBITS, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray2-miniswhite", 2, 1, MW, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 1, 0},
+        {"gray12-miniswhite-MM", 12, 1, MW, 0, 0, 0, 0, 0, {0}, 1, 1, {0}, 1, 0},
+        {"gray3", 3, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray5", 5, 1, MB, 0, COMPRESSION_LZW, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray7", 7, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray9", 9, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray11", 11, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray13", 13, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray14", 14, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"gray15", 15, 1, MB, 0, 0, 0, 0, 0, {0}, 0, 1, {0}, 0, 0},
+        {"graya4", 4, 2, MB, 0, 0, 0, 0, 1, {UA}, 0, 2, {0, 1}, 0, 0},
+        {"rgb12-deflate", 12, 3, RGB, 0, COMPRESSION_ADOBE_DEFLATE, 3, 0, 0, {0}, 0, 3,
+         {0, 1, 2}, 0, 0},
+        {"rgb10-separate", 10, 3, RGB, SEP, 0, 4, 0, 0, {0}, 0, 3, {0, 1, 2}, 0, 0},
+        {"rgba12-tiled-separate-MM", 12, 4, RGB, SEP, COMPRESSION_LZW, 0, 16, 1, {UA}, 1, 4,
+         {0, 1, 2, 3}, 0, 0},
+        {"rgb14+unspecified", 14, 4, RGB, 0, 0, 0, 0, 1, {U}, 0, 4, {0, 1, 2, 3}, 0, 0},
+        {"rgb6+unspecified+alpha", 6, 5, RGB, 0, COMPRESSION_LZW, 0, 0, 2, {U, UA}, 0, 4,
+         {0, 1, 2, 4}, 0, 0},
+        {"rgba12-associated", 12, 4, RGB, 0, 0, 0, 0, 1, {AA}, 0, 4, {0, 1, 2, 3}, 0, 1},
+        {"rgb1", 1, 3, RGB, 0, 0, 0, 0, 0, {0}, 0, 3, {0, 1, 2}, 0, 0},
+        {"graya1-separate", 1, 2, MB, SEP, 0, 0, 0, 1, {UA}, 0, 2, {0, 1}, 0, 0},
+    };
+    const uint32_t w = 45, h = 38;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const packed_case *k = &cases[i];
+        const unsigned max = (1u << k->bits) - 1;
+        size_t n = (size_t)w * h * k->spp;
+        uint16_t *values = malloc(n * sizeof *values);
+        uint64_t state = 900 + i;
+        for (size_t j = 0; j < n; j++)
+            values[j] = (uint16_t)(testimg_next(&state) & max);
+        values[0] = (uint16_t)max;   /* both ends of the range present */
+        values[k->spp] = 0;
+        size_t len;
+        unsigned char *buf = make_packed_tiff(k, w, h, values, &len);
+        CHECK(buf != NULL, "%s: libtiff could not write it", k->name);
+        gimg_image im;
+        if (buf && decode_checked(buf, len, 0, &im)) {
+            const unsigned want_max = k->bits == 1 ? 0 : max;
+            const gimg_sample want_sample = k->bits > 8 ? GIMG_U16 : GIMG_U8;
+            CHECK(im.maxval == want_max && im.sample == want_sample && im.channels == k->channels,
+                  "%s: maxval %u sample %d channels %d", k->name, im.maxval, (int)im.sample,
+                  im.channels);
+            int bad = im.maxval != want_max || im.sample != want_sample ||
+                      im.channels != k->channels;
+            const unsigned top = k->bits == 1 ? 255 : max;
+            for (uint32_t y = 0; !bad && y < h; y++)
+                for (uint32_t x = 0; !bad && x < w; x++) {
+                    const uint16_t *px = values + ((size_t)y * w + x) * k->spp;
+                    unsigned alpha = k->associated ? px[k->pick[k->channels - 1]] : 0;
+                    if (k->bits == 1)
+                        alpha *= 255;
+                    for (int c = 0; c < k->channels; c++) {
+                        unsigned want = px[k->pick[c]];
+                        if (k->bits == 1)
+                            want *= 255;
+                        if (k->invert && c == 0)
+                            want = top - want;
+                        if (k->associated && c < k->channels - 1) {
+                            unsigned v = alpha ? (want * top + alpha / 2) / alpha : 0;
+                            want = v > top ? top : v;
+                        }
+                        const unsigned char *r = gimg_row(&im, (int)y);
+                        unsigned got = im.sample == GIMG_U16
+                                           ? ((const uint16_t *)r)[(size_t)x * im.channels + c]
+                                           : r[(size_t)x * im.channels + c];
+                        if (got != want) {
+                            CHECK(0, "%s: (%u,%u) channel %d is %u, want %u", k->name, x, y, c,
+                                  got, want);
+                            bad = 1;
+                        }
+                    }
+                }
+            gimg_image_free(&im);
+        }
+        free(buf);
+        free(values);
+    }
+    /* Palette indices of 3 and 12 bits (1, 2, 4, 8 and 16: test_palette). */
+    for (int bits = 3; bits <= 12; bits += 9) {
+        size_t entries = (size_t)1 << bits;
+        uint16_t *map = malloc(3 * entries * sizeof *map);
+        uint64_t state = 5 + bits;
+        for (size_t j = 0; j < 3 * entries; j++)
+            map[j] = (uint16_t)testimg_next(&state);
+        uint16_t *idx = malloc((size_t)w * h * sizeof *idx);
+        for (size_t j = 0; j < (size_t)w * h; j++)
+            idx[j] = (uint16_t)(testimg_next(&state) & (entries - 1));
+        packed_case k = {"palette", (uint16_t)bits, 1, PHOTOMETRIC_PALETTE, 0, COMPRESSION_LZW,
+                         0, 0, 0, {0}, 0, 3, {0}, 0, 0};
+        /* make_packed_tiff writes no colormap: add it by writing the page
+         * again through page_spec, from the packed rows. */
+        size_t row = ((size_t)w * bits + 7) / 8;
+        unsigned char *packed = calloc(row * h, 1);
+        for (uint32_t y = 0; y < h; y++) {
+            uint64_t bit = 0;
+            for (uint32_t x = 0; x < w; x++)
+                pack_bits(packed + y * row, &bit, idx[(size_t)y * w + x], (unsigned)bits);
+        }
+        page_spec p = {.width = w, .height = h, .bits = (uint16_t)bits, .spp = 1,
+                       .photometric = PHOTOMETRIC_PALETTE, .compression = k.compression,
+                       .rows_per_strip = 5, .colormap = map, .samples = packed};
+        size_t len;
+        unsigned char *buf = make_tiff(&p, 1, 0, &len);
+        CHECK(buf != NULL, "%d-bit palette not written", bits);
+        gimg_image im;
+        if (buf && decode_checked(buf, len, 0, &im)) {
+            int bad = im.channels != 3 || im.sample != GIMG_U8 || im.maxval != 0;
+            for (size_t j = 0; !bad && j < (size_t)w * h; j++)
+                for (int c = 0; c < 3; c++)
+                    if (gimg_row(&im, (int)(j / w))[(j % w) * 3 + c] !=
+                        map[c * entries + idx[j]] >> 8)
+                        bad = 1;
+            CHECK(!bad, "%d-bit palette: wrong samples", bits);
+            gimg_image_free(&im);
+        }
+        free(buf);
+        free(packed);
+        free(idx);
+        free(map);
+    }
+}
+
+/* An image of maxval 2^b - 1 is written with BitsPerSample b, no
+ * predictor, under each compression, and reads back exactly, maxval kept;
+ * libtiff agrees on the tags. Maxval 1 makes a 1-bit file (read back as
+ * 0/255), a 16-bit image of maxval 255 an 8-bit one; other maxvals are
+ * written as their sample type. */
+static void packed_round_trip(int w, int h, int channels, gimg_sample sample, unsigned bits,
+                              gimg_tiff_compression c, uint64_t seed)
+{
+    gimg_image im, back;
+    if (gimg_image_alloc(&im, w, h, channels, sample))
+        return;
+    const unsigned max = (1u << bits) - 1;
+    im.maxval = max;
+    uint64_t state = seed;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w * channels; x++) {
+            unsigned v = (unsigned)testimg_next(&state) & max;
+            if (sample == GIMG_U16)
+                ((uint16_t *)gimg_row(&im, y))[x] = (uint16_t)v;
+            else
+                gimg_row(&im, y)[x] = (uint8_t)v;
+        }
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    o.tiff_compression = c;
+    unsigned char *buf;
+    size_t len;
+    if (gimg_encode(&im, GIMG_FMT_TIFF, &o, &buf, &len)) {
+        CHECK(0, "encode %u-bit c%d: %s", bits, channels, gimg_last_error());
+        gimg_image_free(&im);
+        return;
+    }
+    TIFF *tif = open_buffer(buf, len);
+    if (tif) {
+        uint16_t b = 0, pred = PREDICTOR_NONE, comp = 0;
+        TIFFGetField(tif, TIFFTAG_BITSPERSAMPLE, &b);
+        TIFFGetField(tif, TIFFTAG_PREDICTOR, &pred);
+        TIFFGetField(tif, TIFFTAG_COMPRESSION, &comp);
+        CHECK(b == bits, "maxval %u: BitsPerSample %u", max, b);
+        CHECK(pred == PREDICTOR_NONE || bits == 8, "%u-bit: predictor %u", bits, pred);
+        CHECK(comp == (c == GIMG_TIFF_NONE ? COMPRESSION_NONE
+                       : c == GIMG_TIFF_LZW ? COMPRESSION_LZW : COMPRESSION_ADOBE_DEFLATE),
+              "%u-bit: compression %u", bits, comp);
+        TIFFClose(tif);
+    }
+    if (decode_checked(buf, len, 0, &back)) {
+        int ok = back.channels == channels && back.width == w;
+        if (bits == 1) {
+            ok &= back.maxval == 0 && back.sample == GIMG_U8;
+            for (int y = 0; ok && y < h; y++)
+                for (int x = 0; x < w * channels; x++)
+                    ok &= gimg_row(&back, y)[x] == gimg_row(&im, y)[x] * 255;
+        } else if (bits == 8) {
+            ok &= back.maxval == 0 && back.sample == GIMG_U8;
+            for (int y = 0; ok && y < h; y++)
+                for (int x = 0; x < w * channels; x++)
+                    ok &= gimg_row(&back, y)[x] == ((uint16_t *)gimg_row(&im, y))[x];
+        } else {
+            ok &= back.maxval == max && same_pixels(&im, &back);
+        }
+        CHECK(ok, "%dx%d c%d %u-bit compression %d: maxval %u, samples differ", w, h, channels,
+              bits, (int)c, back.maxval);
+        gimg_image_free(&back);
+    }
+    free(buf);
+    gimg_image_free(&im);
+}
+
+static void test_packed_round_trip(void)
+{
+    const gimg_tiff_compression comps[] = {GIMG_TIFF_DEFLATE, GIMG_TIFF_LZW, GIMG_TIFF_NONE};
+    for (unsigned bits = 1; bits <= 15; bits++)
+        for (int c = 1; c <= 4; c++)
+            for (int k = 0; k < 3; k++) {
+                if (bits == 8)   /* 16-bit samples of maxval 255: an 8-bit file */
+                    packed_round_trip(23, 11, c, GIMG_U16, 8, comps[k], 5);
+                else
+                    packed_round_trip(23 + c, 11, c, bits > 8 ? GIMG_U16 : GIMG_U8, bits,
+                                      comps[k], bits * 100 + c * 10 + k);
+            }
+    /* Several strips, and the two-thread decode (12 MB decoded). */
+    packed_round_trip(1500, 1000, 4, GIMG_U16, 12, GIMG_TIFF_DEFLATE, 77);
+    packed_round_trip(1500, 1000, 3, GIMG_U16, 10, GIMG_TIFF_NONE, 78);
+    packed_round_trip(3000, 1000, 1, GIMG_U8, 4, GIMG_TIFF_LZW, 79);
+    /* A maxval that is not 2^b - 1 (write.c rescales it before a TIFF
+     * output; the codec itself writes the sample type). */
+    gimg_image im, back;
+    if (gimg_image_alloc(&im, 8, 8, 1, GIMG_U16) == GIMG_OK) {
+        testimg_fill_random(&im, 3);
+        for (int y = 0; y < 8; y++)
+            for (int x = 0; x < 8; x++)
+                ((uint16_t *)gimg_row(&im, y))[x] %= 1001;
+        im.maxval = 1000;
+        unsigned char *buf;
+        size_t len;
+        if (gimg_encode(&im, GIMG_FMT_TIFF, NULL, &buf, &len) == GIMG_OK) {
+            if (decode_checked(buf, len, 0, &back)) {
+                CHECK(back.sample == GIMG_U16 && back.maxval == 0 && back.channels == 1,
+                      "maxval 1000: read back as s%d maxval %u", (int)back.sample, back.maxval);
+                gimg_image_free(&back);
+            }
+            free(buf);
+        }
+        gimg_image_free(&im);
+    }
+}
+
+/* A 12-bit file ImageMagick writes (convert -depth 12) decodes to its
+ * samples, maxval 4095: compared with ImageMagick's own 16-bit reading
+ * (v16 = round(v12 * 65535 / 4095)). */
+static void test_packed_from_imagemagick(void)
+{
+    if (access("/usr/bin/convert", X_OK) != 0)
+        SKIP("ImageMagick (/usr/bin/convert) not installed");
+    char tif[64], pam[64], cmd[512];
+    snprintf(tif, sizeof tif, "/tmp/unit_codec_tiff_im_%d.tif", (int)getpid());
+    snprintf(pam, sizeof pam, "/tmp/unit_codec_tiff_im_%d.pam", (int)getpid());
+    for (int color = 0; color < 2; color++) {
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/convert -size 97x31 %s -depth 12 %s 2>/dev/null && "
+                 "/usr/bin/convert %s -depth 16 %s 2>/dev/null",
+                 color ? "plasma:fractal -seed 4" : "gradient:black-white", tif, tif, pam);
+        if (run(cmd) != 0) {
+            CHECK(0, "ImageMagick could not write a 12-bit file");
+            break;
+        }
+        size_t len, ref_len;
+        unsigned char *buf = slurp(tif, &len), *ref = slurp(pam, &ref_len);
+        gimg_image im, want;
+        if (buf && ref && decode_checked(buf, len, 0, &im)) {
+            CHECK(gimg_decode_memory(ref, ref_len, &want) == GIMG_OK, "reference: %s",
+                  gimg_last_error());
+            CHECK(im.maxval == 4095 && im.sample == GIMG_U16, "%s: maxval %u sample %d",
+                  color ? "rgb" : "gray", im.maxval, (int)im.sample);
+            int bad = want.data == NULL || want.channels != im.channels ||
+                      want.width != im.width || want.height != im.height ||
+                      want.sample != GIMG_U16;
+            for (int y = 0; !bad && y < im.height; y++)
+                for (int x = 0; x < im.width * im.channels; x++) {
+                    unsigned v = ((uint16_t *)gimg_row(&im, y))[x],
+                             r = ((uint16_t *)gimg_row(&want, y))[x];
+                    if (v > 4095 || (v * 65535 + 2047) / 4095 != r)
+                        bad = 1;
+                }
+            CHECK(!bad, "%s: samples differ from ImageMagick's", color ? "rgb" : "gray");
+            gimg_image_free(&im);
+            gimg_image_free(&want);
+        }
+        free(buf);
+        free(ref);
+    }
+    unlink(tif);
+    unlink(pam);
+}
+
+/* Hostile 12-bit files: strips cut short by the end of the file, or
+ * shorter than their rows, are refused as any truncated TIFF is. */
+static void test_packed_hostile(void)
+{
+    bytes_t t;
+    /* 4 x 2 gray, 12-bit: 6 bytes a row, 12 in the strip. */
+#define GRAY12_IFD(count)                                                         \
+    {256, 4, 1, 4}, {257, 4, 1, 2}, {258, 3, 1, 12}, {259, 3, 1, 1},              \
+    {262, 3, 1, 1}, {273, 4, 1, 200}, {277, 3, 1, 1}, {278, 4, 1, 2},             \
+    {279, 4, 1, (count)}
+    start_tiff(&t, 8);
+    const uint32_t e[][4] = {GRAY12_IFD(12)};
+    put_ifd(&t, 8, e, 9, 0);
+    /* Samples 0x123, 0x456, 0x789, 0xABC, 0xDEF, 0x012, 0x345, 0xFFF. */
+    const unsigned char data[12] = {0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC,
+                                    0xDE, 0xF0, 0x12, 0x34, 0x5F, 0xFF};
+    memcpy(t.b + 200, data, 12);
+    t.n = 212;
+    gimg_image im;
+    CHECK(gimg_decode_memory(t.b, t.n, &im) == GIMG_OK, "valid 12-bit file: %s",
+          gimg_last_error());
+    if (im.data) {
+        const uint16_t want[8] = {0x123, 0x456, 0x789, 0xABC, 0xDEF, 0x012, 0x345, 0xFFF};
+        int bad = im.maxval != 4095 || im.sample != GIMG_U16;
+        for (int i = 0; !bad && i < 8; i++)
+            bad = ((uint16_t *)gimg_row(&im, i / 4))[i % 4] != want[i];
+        CHECK(!bad, "12-bit crafted file decoded wrong");
+        gimg_image_free(&im);
+    }
+    expect_refused(t.b, 206, GIMG_E_FORMAT, "truncated", "12-bit strip cut by the file's end");
+    /* Two strips of a row each (offsets at 150, counts at 160), each of 3
+     * bytes where a row takes 6 (an 8-bit file so short is refused too). */
+    for (int bits = 8; bits <= 12; bits += 4) {
+        start_tiff(&t, 8);
+        const uint32_t e2[][4] = {
+            {256, 4, 1, 4}, {257, 4, 1, 2}, {258, 3, 1, (uint32_t)bits}, {259, 3, 1, 1},
+            {262, 3, 1, 1}, {273, 4, 2, 150}, {277, 3, 1, 1}, {278, 4, 1, 1},
+            {279, 4, 2, 160},
+        };
+        put_ifd(&t, 8, e2, 9, 0);
+        put32(&t, 150, 200);
+        put32(&t, 154, 210);
+        put32(&t, 160, (uint32_t)bits / 4);
+        put32(&t, 164, (uint32_t)bits / 4);
+        memcpy(t.b + 200, data, 6);
+        memcpy(t.b + 210, data + 6, 6);
+        t.n = 216;
+        expect_refused(t.b, t.n, GIMG_E_FORMAT, NULL,
+                       bits == 8 ? "8-bit strips shorter than their rows"
+                                 : "12-bit strips shorter than their rows");
+    }
+    /* A 12-bit file claiming a 65536 x 65536 tile of 4 samples. */
+    start_tiff(&t, 8);
+    const uint32_t e3[][4] = {
+        {256, 4, 1, 16}, {257, 4, 1, 16}, {258, 3, 1, 12}, {259, 3, 1, 1},
+        {262, 3, 1, 2}, {277, 3, 1, 4}, {322, 4, 1, 65536}, {323, 4, 1, 65536},
+        {324, 4, 1, 300}, {325, 4, 1, 8},
+    };
+    put_ifd(&t, 8, e3, 10, 0);
+    t.n = 400;
+    expect_refused(t.b, t.n, GIMG_E_FORMAT, "tile", "12-bit 65536^2 tile");
+#undef GRAY12_IFD
+}
+
 /* ------------------------------------------------------------ threads */
 
 typedef struct {
@@ -1208,6 +2082,13 @@ int main(void)
     RUN(test_bigendian_float_predictor);
     RUN(test_large_single_strip);
     RUN(test_pages);
+    RUN(test_meta_round_trip);
+    RUN(test_meta_pages);
+    RUN(test_meta_hostile);
+    RUN(test_packed_from_libtiff);
+    RUN(test_packed_round_trip);
+    RUN(test_packed_from_imagemagick);
+    RUN(test_packed_hostile);
     RUN(test_unsupported_layouts);
     RUN(test_hostile);
     RUN(test_silent);

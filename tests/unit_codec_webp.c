@@ -20,11 +20,18 @@
  *    message, quickly.
  *  - Encoding past WebP's 16383 pixels a side is refused.
  *  - Several threads decoding at once each get the right image.
+ *  - Metadata: the ICCP, EXIF and XMP chunks through encode and decode
+ *    twice (lossy, lossless, alpha, gray), the container's layout and
+ *    flags, the resolution reported dropped; files made chunk by chunk
+ *    (EXIF with JPEG's "Exif\0\0" first, unannounced chunks, a bad EXIF,
+ *    a chunk list libwebpdemux refuses, an animation); webpmux and
+ *    exiftool as cross-checks (skipped without them).
  */
 #include "check.h"
 #include "testfile.h"
 #include "codec.h"
 #include "testimg.h"
+#include "testmeta.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -806,6 +813,361 @@ static void test_threads(void)
     gimg_image_free(&b);
 }
 
+/* ------------------------------------------------------------ metadata */
+
+/* im's metadata: the blobs asked for (0 bytes: none), a resolution. */
+static void set_meta(gimg_image *im, size_t icc, size_t exif, int orientation, size_t xmp,
+                     double dpi)
+{
+    gimg_meta *m = gimg_meta_new();
+    if (!m)
+        exit(1);
+    if (icc) {
+        m->icc = fake_icc(icc, icc);
+        m->icc_bytes = icc;
+    }
+    if (exif) {
+        m->exif = make_exif(exif, orientation, 0, im->width, im->height);
+        m->exif_bytes = exif;
+        m->orientation = orientation;
+    }
+    if (xmp) {
+        m->xmp = make_xmp(xmp);
+        m->xmp_bytes = xmp;
+    }
+    m->x_dpi = m->y_dpi = dpi;
+    gimg_meta_free(im->meta);
+    im->meta = m;
+}
+
+static int same_blob(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
+{
+    return na == nb && (na == 0 || (a && b && memcmp(a, b, na) == 0));
+}
+
+/* got's ICC, EXIF, XMP and orientation are want's; no resolution, no
+ * warning. */
+static void check_meta(const gimg_meta *got, const gimg_meta *want, const char *what)
+{
+    CHECK(got != NULL, "%s: no metadata decoded", what);
+    if (!got)
+        return;
+    CHECK(same_blob(got->icc, got->icc_bytes, want->icc, want->icc_bytes),
+          "%s: profile of %zu bytes, wanted %zu", what, got->icc_bytes, want->icc_bytes);
+    CHECK(same_blob(got->exif, got->exif_bytes, want->exif, want->exif_bytes),
+          "%s: EXIF of %zu bytes, wanted %zu", what, got->exif_bytes, want->exif_bytes);
+    CHECK(same_blob(got->xmp, got->xmp_bytes, want->xmp, want->xmp_bytes),
+          "%s: XMP of %zu bytes, wanted %zu", what, got->xmp_bytes, want->xmp_bytes);
+    CHECK(got->orientation == want->orientation, "%s: orientation %d, wanted %d", what,
+          got->orientation, want->orientation);
+    CHECK(got->x_dpi == 0 && got->y_dpi == 0, "%s: a resolution from WebP", what);
+    CHECK(got->warning[0] == '\0', "%s: warning \"%s\"", what, got->warning);
+}
+
+/* The chunks of a RIFF WebP file, in order: their FourCCs joined
+ * ("VP8X ICCP VP8L EXIF XMP "); "" if the chunk sizes do not add up. */
+static void chunk_list(const unsigned char *b, size_t len, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t at = 12; at < len; n += 5) {
+        if (at + 8 > len || n + 6 > size) {
+            out[0] = '\0';
+            return;
+        }
+        const size_t k = gimg_le32(b + at + 4);
+        memcpy(out + n, b + at, 4);
+        out[n + 4] = ' ';
+        out[n + 5] = '\0';
+        at += 8 + k + (k & 1);
+        if (at > len) {
+            out[0] = '\0';
+            return;
+        }
+    }
+    if (n)
+        out[n - 1] = '\0';
+}
+
+/* Where chunk `fourcc` of b starts (its header), or 0. */
+static size_t find_chunk(const unsigned char *b, size_t len, const char *fourcc)
+{
+    for (size_t at = 12; at + 8 <= len;) {
+        if (memcmp(b + at, fourcc, 4) == 0)
+            return at;
+        const size_t k = gimg_le32(b + at + 4);
+        at += 8 + k + (k & 1);
+    }
+    return 0;
+}
+
+static void test_meta_row(void)
+{
+    CHECK(gimg_codec_webp.meta == (GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP),
+          "the row's metadata kinds: %#x", gimg_codec_webp.meta);
+    CHECK(gimg_codec_webp.maxval_rule == GIMG_MAXVAL_FULL, "maxval rule %d",
+          gimg_codec_webp.maxval_rule);
+}
+
+/* Encode, decode, encode the decoded image, decode: the profile, EXIF
+ * (orientation read from it) and XMP bytes kept, lossy and lossless, with
+ * and without alpha, gray; the file laid out as the container asks
+ * (VP8X flags, ICCP before the image, EXIF and XMP after); the pixels
+ * those of the file without metadata; the resolution dropped (and said
+ * so by write.c). */
+static void test_meta_round_trip(void)
+{
+    static const struct {
+        int channels, lossless;
+        size_t icc, exif, xmp;
+        const char *chunks;
+        unsigned flags;
+    } cases[] = {
+        {3, 0, 3001, 301, 401, "VP8X ICCP VP8  EXIF XMP ", 0x2C},
+        {4, 0, 3000, 300, 400, "VP8X ICCP ALPH VP8  EXIF XMP ", 0x3C},
+        {3, 1, 70000, 0, 0, "VP8X ICCP VP8L", 0x20},
+        {4, 1, 0, 120, 0, "VP8X VP8L EXIF", 0x18},
+        {1, 1, 0, 0, 999, "VP8X VP8L XMP ", 0x04},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im = photo_like(50, 30, cases[i].channels, 60 + i);
+        if (cases[i].channels == 4)
+            for (int x = 0; x < 50; x++)
+                gimg_row(&im, 3)[x * 4 + 3] = (unsigned char)(x * 5);  /* some alpha */
+        set_meta(&im, cases[i].icc, cases[i].exif, 6, cases[i].xmp, 300);
+        char what[64], list[128];
+        snprintf(what, sizeof what, "case %zu (%d channels, %s)", i, cases[i].channels,
+                 cases[i].lossless ? "lossless" : "lossy");
+        size_t len, len2, plain_len;
+        gimg_take_dropped_meta(NULL);
+        unsigned char *buf = encode(&im, 80, cases[i].lossless, &len);
+        gimg_format f;
+        const unsigned dropped = gimg_take_dropped_meta(&f);
+        CHECK(dropped == GIMG_META_RESOLUTION && f == GIMG_FMT_WEBP,
+              "%s: write.c says %#x dropped, format %d", what, dropped, (int)f);
+        if (!buf) {
+            gimg_image_free(&im);
+            continue;
+        }
+        chunk_list(buf, len, list, sizeof list);
+        CHECK(strcmp(list, cases[i].chunks) == 0, "%s: chunks \"%s\", wanted \"%s\"", what, list,
+              cases[i].chunks);
+        CHECK(len >= 21 && (buf[20] & 0x3E) == cases[i].flags, "%s: VP8X flags %#x, wanted %#x",
+              what, len >= 21 ? buf[20] : 0, cases[i].flags);
+        const size_t exif_at = find_chunk(buf, len, "EXIF");
+        CHECK(!exif_at || memcmp(buf + exif_at + 8, "II*", 4) == 0,
+              "%s: the EXIF chunk does not start with the TIFF header", what);
+        CHECK(gimg_le32(buf + 4) + 8 == len, "%s: RIFF size %u of a %zu-byte file", what,
+              gimg_le32(buf + 4), len);
+        gimg_image back, back2, plain_back;
+        if (gimg_decode_memory(buf, len, &back) != GIMG_OK) {
+            CHECK(0, "%s: decode: %s", what, gimg_last_error());
+        } else {
+            check_meta(back.meta, im.meta, what);
+            unsigned char *buf2 = encode(&back, 80, cases[i].lossless, &len2);
+            if (buf2 && gimg_decode_memory(buf2, len2, &back2) == GIMG_OK) {
+                check_meta(back2.meta, im.meta, what);
+                gimg_image_free(&back2);
+            }
+            free(buf2);
+            /* The image is the one written without metadata. */
+            gimg_meta *m = im.meta;
+            im.meta = NULL;
+            unsigned char *plain = encode(&im, 80, cases[i].lossless, &plain_len);
+            im.meta = m;
+            if (plain && gimg_decode_memory(plain, plain_len, &plain_back) == GIMG_OK) {
+                CHECK(plain_back.meta == NULL, "%s: a plain file has metadata", what);
+                CHECK(same_pixels(&back, &plain_back), "%s: the pixels changed", what);
+                gimg_image_free(&plain_back);
+            }
+            free(plain);
+            gimg_image_free(&back);
+        }
+        free(buf);
+        gimg_image_free(&im);
+    }
+}
+
+/* Files assembled here chunk by chunk: the EXIF of writers that put
+ * JPEG's "Exif\0\0" first, odd sizes (padded), an animation; chunks the
+ * VP8X flags do not announce passed over (libwebpdemux's reading); a bad
+ * EXIF dropped with a warning; chunks libwebpdemux refuses behind an image
+ * that decodes. */
+static void test_meta_crafted(void)
+{
+    gimg_image im = photo_like(20, 14, 3, 5);
+    bytes vp8l = vp8l_chunk_of(&im);
+    unsigned char *icc = fake_icc(1001, 2), *exif = make_exif(77, 7, 0, 50, 30), *xmp = make_xmp(301);
+    if (!vp8l.len)
+        return;
+    for (int variant = 0; variant < 4; variant++) {
+        bytes b = {0};
+        put(&b, "RIFF\0\0\0\0WEBP", 12);
+        unsigned char vp8x[10] = {variant == 2 ? 0 : 0x2C, 0, 0, 0, 19, 0, 0, 13, 0, 0};
+        chunk(&b, "VP8X", vp8x, sizeof vp8x);
+        chunk(&b, "ICCP", icc, 1001);
+        put(&b, vp8l.p, vp8l.len);
+        bytes ex = {0};
+        if (variant == 1)
+            put(&ex, "Exif\0\0", 6);
+        put(&ex, exif, 77);
+        if (variant == 3)
+            ex.p[ex.len - 77 + 4] = 200;  /* IFD0 past the block */
+        chunk(&b, "EXIF", ex.p, ex.len);
+        chunk(&b, "XMP ", xmp, 301);
+        seal_riff(&b);
+        static const char *const what[] = {"plain EXIF", "Exif-prefixed EXIF",
+                                           "flags not set", "bad EXIF"};
+        gimg_image back;
+        if (gimg_decode_memory(b.p, b.len, &back) != GIMG_OK) {
+            CHECK(0, "%s: refused: %s", what[variant], gimg_last_error());
+        } else if (variant == 2) {
+            CHECK(same_pixels(&back, &im), "%s: pixels", what[variant]);
+            CHECK(back.meta == NULL, "%s: unannounced chunks read", what[variant]);
+            gimg_image_free(&back);
+        } else {
+            const gimg_meta *m = back.meta;
+            CHECK(same_pixels(&back, &im), "%s: pixels", what[variant]);
+            CHECK(m && same_blob(m->icc, m->icc_bytes, icc, 1001), "%s: profile", what[variant]);
+            CHECK(m && same_blob(m->xmp, m->xmp_bytes, xmp, 301), "%s: XMP", what[variant]);
+            if (variant < 2)
+                CHECK(m && same_blob(m->exif, m->exif_bytes, exif, 77) && m->orientation == 7 &&
+                          !m->warning[0],
+                      "%s: EXIF of %zu bytes, orientation %d, \"%s\"", what[variant],
+                      m ? m->exif_bytes : 0, m ? m->orientation : -1, m ? m->warning : "");
+            else
+                CHECK(m && !m->exif && m->orientation == 0 && contains(m->warning, "EXIF dropped"),
+                      "%s: EXIF of %zu bytes, \"%s\"", what[variant], m ? m->exif_bytes : 0,
+                      m ? m->warning : "");
+            gimg_image_free(&back);
+        }
+        free(ex.p);
+        free(b.p);
+    }
+
+    /* A chunk after the image whose size runs past the RIFF's end: the
+     * image decodes; the metadata is not read, and the warning says so. */
+    bytes b = {0};
+    put(&b, "RIFF\0\0\0\0WEBP", 12);
+    unsigned char vp8x[10] = {0x2C, 0, 0, 0, 19, 0, 0, 13, 0, 0};
+    chunk(&b, "VP8X", vp8x, sizeof vp8x);
+    put(&b, vp8l.p, vp8l.len);
+    chunk(&b, "XMP ", xmp, 301);
+    seal_riff(&b);
+    b.p[b.len - 301 - 4] = 0xFF;  /* the XMP chunk's size: 301 + 255 * 256 */
+    gimg_image back;
+    if (gimg_decode_memory(b.p, b.len, &back) == GIMG_OK) {
+        CHECK(same_pixels(&back, &im), "a broken chunk list: pixels");
+        CHECK(back.meta && !back.meta->xmp && contains(back.meta->warning, "metadata not read"),
+              "a broken chunk list: \"%s\"", back.meta ? back.meta->warning : "(no metadata)");
+        gimg_image_free(&back);
+    } else {
+        CHECK(0, "a broken chunk list after the image: refused: %s", gimg_last_error());
+    }
+    free(b.p);
+
+    /* An animation's metadata belongs to every page. */
+    const anim_frame frames[] = {{&im, 0, 0, 0, 0}, {&im, 2, 2, 0, 0}};
+    bytes a = build_animation(24, 18, frames, 2);
+    a.p[20] |= 0x08;  /* EXIF */
+    chunk(&a, "EXIF", exif, 77);
+    seal_riff(&a);
+    for (int page = 0; page < 2; page++) {
+        gimg_read_opts o = {page};
+        if (gimg_decode_page(a.p, a.len, &o, &back) != GIMG_OK) {
+            CHECK(0, "animation page %d: %s", page, gimg_last_error());
+            continue;
+        }
+        CHECK(back.meta && same_blob(back.meta->exif, back.meta->exif_bytes, exif, 77) &&
+                  back.meta->orientation == 7,
+              "animation page %d: EXIF not read", page);
+        gimg_image_free(&back);
+    }
+    free(a.p);
+
+    /* A simple file has no metadata. */
+    size_t len;
+    gimg_image_free(&im);
+    im = photo_like(20, 14, 3, 6);
+    unsigned char *simple = encode(&im, 70, 0, &len);
+    if (simple && gimg_decode_memory(simple, len, &back) == GIMG_OK) {
+        CHECK(back.meta == NULL, "a simple file decoded with metadata");
+        gimg_image_free(&back);
+    }
+    free(simple);
+    free(vp8l.p);
+    free(icc);
+    free(exif);
+    free(xmp);
+    gimg_image_free(&im);
+}
+
+/* libwebp's webpmux and exiftool read our chunks; webpmux's read by us. */
+static void test_meta_peers(void)
+{
+    const int webpmux = have_program("webpmux"), exiftool = have_program("exiftool");
+    if (!webpmux && !exiftool)
+        SKIP("neither webpmux nor exiftool is installed");
+    gimg_image im = photo_like(40, 30, 3, 8);
+    set_meta(&im, 5000, 200, 6, 600, 0);
+    size_t len, n;
+    unsigned char *buf = encode(&im, 80, 0, &len);
+    if (!buf) {
+        gimg_image_free(&im);
+        return;
+    }
+    char ours[512];  /* scratch() reuses its buffers */
+    snprintf(ours, sizeof ours, "%s", scratch("ours.webp"));
+    write_file(ours, buf, len);
+    char cmd[1200];
+    if (webpmux) {
+        static const char *const kinds[] = {"icc", "exif", "xmp"};
+        const gimg_meta *m = im.meta;
+        const unsigned char *want[] = {m->icc, m->exif, m->xmp};
+        const size_t want_bytes[] = {m->icc_bytes, m->exif_bytes, m->xmp_bytes};
+        for (int k = 0; k < 3; k++) {
+            snprintf(cmd, sizeof cmd, "webpmux -get %s '%s' -o '%s' >/dev/null 2>&1", kinds[k],
+                     ours, scratch("got.bin"));
+            unsigned char *got = run(cmd) == 0 ? slurp(scratch("got.bin"), &n) : NULL;
+            CHECK(got && same_blob(got, n, want[k], want_bytes[k]),
+                  "webpmux -get %s: %zu bytes, wanted %zu", kinds[k], got ? n : 0,
+                  want_bytes[k]);
+            free(got);
+        }
+        /* webpmux -set icc on a plain file of ours: we read the profile. */
+        gimg_meta *keep = im.meta;
+        im.meta = NULL;
+        size_t plain_len;
+        unsigned char *plain = encode(&im, 80, 0, &plain_len);
+        im.meta = keep;
+        write_file(scratch("plain.webp"), plain, plain_len);
+        write_file(scratch("prof.icc"), keep->icc, keep->icc_bytes);
+        snprintf(cmd, sizeof cmd, "webpmux -set icc '%s' '%s' -o '%s' >/dev/null 2>&1",
+                 scratch("prof.icc"), scratch("plain.webp"), scratch("set.webp"));
+        unsigned char *theirs = run(cmd) == 0 ? slurp(scratch("set.webp"), &n) : NULL;
+        gimg_image back;
+        CHECK(theirs != NULL, "webpmux -set icc failed");
+        if (theirs && gimg_decode_memory(theirs, n, &back) == GIMG_OK) {
+            CHECK(back.meta && same_blob(back.meta->icc, back.meta->icc_bytes, keep->icc,
+                                         keep->icc_bytes),
+                  "webpmux's ICCP chunk not read");
+            gimg_image_free(&back);
+        }
+        free(theirs);
+        free(plain);
+    }
+    if (exiftool) {
+        snprintf(cmd, sizeof cmd, "exiftool -s3 -n -Orientation '%s' > '%s' 2>/dev/null", ours,
+                 scratch("o.txt"));
+        unsigned char *got = run(cmd) == 0 ? slurp(scratch("o.txt"), &n) : NULL;
+        CHECK(got && n == 2 && memcmp(got, "6\n", 2) == 0, "exiftool reads orientation \"%.*s\"",
+              got ? (int)n : 0, got ? (const char *)got : "");
+        free(got);
+    }
+    free(buf);
+    gimg_image_free(&im);
+}
+
 int main(void)
 {
     if (!mkdtemp(g_dir)) {
@@ -824,6 +1186,10 @@ int main(void)
     RUN(test_hostile);
     RUN(test_encode_limits);
     RUN(test_threads);
+    RUN(test_meta_row);
+    RUN(test_meta_round_trip);
+    RUN(test_meta_crafted);
+    RUN(test_meta_peers);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0)

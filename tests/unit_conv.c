@@ -902,6 +902,125 @@ static void test_premultiply_alpha_box_average(void)
     gimg_kernel_free(&ks[0]), gimg_kernel_free(&ks[1]);
 }
 
+/* ------------------------------------------ samples in the file's units */
+
+/* An image with a maxval (samples in 0..maxval): every 8/16-bit result is
+ * clamped to the maxval, and the output keeps it. The plain convolution of
+ * the same samples as a full-range image, clamped here, is the answer;
+ * the reference, the fast path and gimg_conv (CPU) give it bit for bit.
+ * Kernels with gains over 1 and negative lobes, every alpha mode, with and
+ * without scale and bias. */
+static void test_maxval_clamp(void)
+{
+    gimg_device dev;
+    gimg_ctx *ctx;
+    gimg_parse_device("cpu", &dev);
+    if (gimg_ctx_open(&dev, 0, &ctx)) {
+        CHECK(0, "%s", gimg_last_error());
+        return;
+    }
+    static const char *const specs[] = {"0 0 0; 0 2 0; 0 0 0", "sharpen", "gaussian:1.5",
+                                        "sobel", "1 2 1; 2 4 2; 1 2 1"};
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } types[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U8, 100}, {GIMG_U16, 255}};
+    uint64_t seed = 7000;
+    for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
+        gimg_kernel ker = parse_ok(specs[k], 0);
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+            for (int c = 1; c <= 4; c++) {
+                const unsigned m = types[t].maxval;
+                gimg_image im, plain_in;
+                gimg_image_alloc(&im, 23, 11, c, types[t].s);
+                testimg_fill_maxval(&im, seed++, m);
+                plain_in = im;
+                plain_in.maxval = 0;
+                gimg_conv_opts o;
+                gimg_conv_opts_init(&o);
+                o.kernels = &ker;
+                o.n_kernels = 1;
+                o.alpha = (gimg_alpha_mode)(seed % 3);
+                if (seed % 2) {
+                    o.scale = 1.5f;
+                    o.bias = 7.0f;
+                }
+                char what[96];
+                snprintf(what, sizeof what, "'%s' maxval %u c%d alpha %d", specs[k], m, c, o.alpha);
+                gimg_image want, ref, fast, pub;
+                if (gimg_conv_reference(&plain_in, &o, &want) ||
+                    gimg_conv_reference(&im, &o, &ref) || gimg_conv_cpu(&im, &o, &fast) ||
+                    gimg_conv(ctx, &im, &o, &pub)) {
+                    CHECK(0, "%s: %s", what, gimg_last_error());
+                    gimg_image_free(&im);
+                    continue;
+                }
+                int clamped = 0, bad = 0;
+                for (int y = 0; y < 11 && !bad; y++)
+                    for (int x = 0; x < 23 && !bad; x++)
+                        for (int ch = 0; ch < c && !bad; ch++) {
+                            double w = px_get(&want, x, y, ch), g = px_get(&ref, x, y, ch);
+                            clamped += w > m;
+                            if (g != (w > m ? m : w)) {
+                                CHECK(0, "%s: (%d,%d,%d) is %g, want min(%g, %u)", what, x, y,
+                                      ch, g, w, m);
+                                bad = 1;
+                            }
+                        }
+                CHECK(same_image(&ref, &fast) && same_image(&ref, &pub),
+                      "%s: fast or public path differs from the reference", what);
+                CHECK(ref.maxval == m && fast.maxval == m && pub.maxval == m,
+                      "%s: output maxval %u %u %u", what, ref.maxval, fast.maxval, pub.maxval);
+                if (k == 0 && o.alpha == GIMG_ALPHA_INCLUDE)
+                    CHECK(clamped > 0, "%s: a gain of 2 clamped nothing", what);
+                gimg_image_free(&want), gimg_image_free(&ref), gimg_image_free(&fast);
+                gimg_image_free(&pub), gimg_image_free(&im);
+            }
+        gimg_kernel_free(&ker);
+    }
+    gimg_ctx_close(ctx);
+}
+
+/* Premultiplication with a maxval: an opaque alpha is the maxval, and
+ * gives the colours of the image without alpha (to within a step of
+ * rounding) and an alpha that stays the maxval. */
+static void test_maxval_premultiply_opaque(void)
+{
+    gimg_kernel ker = parse_ok("gaussian:1.2", 0);
+    for (int C = 2; C <= 4; C += 2) {
+        gimg_image rgba, colours;
+        gimg_image_alloc(&rgba, 19, 9, C, GIMG_U16);
+        gimg_image_alloc(&colours, 19, 9, C - 1, GIMG_U16);
+        testimg_fill_maxval(&colours, 31 + C, 4095);
+        for (int y = 0; y < 9; y++)
+            for (int x = 0; x < 19; x++) {
+                for (int c = 0; c < C - 1; c++)
+                    px_set(&rgba, x, y, c, px_get(&colours, x, y, c));
+                px_set(&rgba, x, y, C - 1, 4095);
+            }
+        rgba.maxval = 4095;
+        gimg_conv_opts o;
+        gimg_conv_opts_init(&o);
+        o.kernels = &ker;
+        o.n_kernels = 1;
+        gimg_image a = conv_both(&rgba, &o, "opaque maxval 4095"),
+                   b = conv_both(&colours, &o, "colours maxval 4095");
+        double worst = 0;
+        int alpha_ok = 1;
+        for (int y = 0; y < 9; y++)
+            for (int x = 0; x < 19; x++) {
+                for (int c = 0; c < C - 1; c++)
+                    worst = fmax(worst, fabs(px_get(&a, x, y, c) - px_get(&b, x, y, c)));
+                alpha_ok &= px_get(&a, x, y, C - 1) == 4095;
+            }
+        CHECK(worst <= 1 && alpha_ok, "c%d: colours differ by %g, alpha kept %d", C, worst,
+              alpha_ok);
+        gimg_image_free(&a), gimg_image_free(&b), gimg_image_free(&rgba);
+        gimg_image_free(&colours);
+    }
+    gimg_kernel_free(&ker);
+}
+
 /* --device auto's model: the GPU never for kernels cheaper than the
  * transfers, sooner for larger kernels and fewer CPU threads, never below
  * the floor. */
@@ -945,5 +1064,7 @@ int main(void)
     RUN(test_premultiply_alpha_zero_gain);
     RUN(test_premultiply_alpha_box_average);
     RUN(test_auto_threshold);
+    RUN(test_maxval_clamp);
+    RUN(test_maxval_premultiply_opaque);
     return check_summary();
 }

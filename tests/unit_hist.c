@@ -380,6 +380,142 @@ static void test_parse_range(void)
     CHECK(strstr(gimg_last_error(), "--range"));
 }
 
+/* Samples in a file's own units (gimg_image.maxval): the default
+ * histogram counts 0..maxval, one bin per value up to maxval 255, else 256
+ * bins of ceil((maxval + 1) / 256) values from 0; the full-range images
+ * keep 256 bins over [0, 256) and [0, 65536). */
+static void test_maxval_defaults(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+        int bins, width;  /* bins and values a bin, worked out by hand */
+    } cases[] = {
+        {GIMG_U8, 1, 2, 1},       {GIMG_U8, 100, 101, 1},    {GIMG_U8, 255, 256, 1},
+        {GIMG_U16, 31, 32, 1},    {GIMG_U16, 256, 256, 2},   {GIMG_U16, 700, 256, 3},
+        {GIMG_U16, 1000, 256, 4}, {GIMG_U16, 1023, 256, 4},  {GIMG_U16, 4095, 256, 16},
+        {GIMG_U16, 65534, 256, 256}, {GIMG_U16, 65535, 256, 256},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned m = cases[i].maxval;
+        const int bins = cases[i].bins, width = cases[i].width;
+        gimg_image im;
+        CHECK(gimg_image_alloc(&im, 67, 31, 2, cases[i].s) == GIMG_OK);
+        testimg_fill_maxval(&im, 900 + i, m);
+        gimg_hist_params p;
+        gimg_hist_default_params(&im, &p);
+        CHECK(p.bins == bins && p.lo == 0 && p.hi == (double)bins * width && !p.luma,
+              "maxval %u: %d bins over [%g, %g), expected %d over [0, %d)", m, p.bins, p.lo,
+              p.hi, bins, bins * width);
+        gimg_hist h;
+        if (gimg_hist_compute_cpu(&im, &p, &h) != GIMG_OK) {
+            CHECK(0, "%s", gimg_last_error());
+            gimg_image_free(&im);
+            continue;
+        }
+        uint64_t *want = calloc((size_t)2 * bins, sizeof *want);
+        for (int y = 0; y < im.height; y++)
+            for (int x = 0; x < im.width; x++)
+                for (int c = 0; c < 2; c++)
+                    want[c * bins + (int)sample(&im, x, y, c) / width]++;
+        CHECK(memcmp(want, h.counts, sizeof *want * 2 * bins) == 0,
+              "maxval %u: counts differ from the independent count", m);
+        for (int c = 0; c < 2; c++)
+            CHECK(h.below[c] == 0 && h.above[c] == 0 && sum_channel(&h, c) == 67u * 31u,
+                  "maxval %u: outside counts", m);
+        gimg_hist fast;
+        CHECK(gimg_hist_compute_fast(&im, &p, &fast) == GIMG_OK && same_hist(&h, &fast),
+              "maxval %u: fast differs", m);
+        gimg_hist_free(&fast);
+        free(want);
+        gimg_hist_free(&h);
+        gimg_image_free(&im);
+    }
+}
+
+/* Equalizing an image with a maxval maps onto 0..maxval, by the formula of
+ * gimg_hist.h with max the maxval (computed here in long double), and
+ * keeps the maxval; --luma alike never passes it. */
+static void test_maxval_equalize(void)
+{
+    gimg_device dev;
+    gimg_ctx *ctx;
+    gimg_parse_device("cpu", &dev);
+    if (gimg_ctx_open(&dev, 0, &ctx)) {
+        CHECK(0, "%s", gimg_last_error());
+        return;
+    }
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } cases[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U8, 100}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned m = cases[i].maxval;
+        gimg_image im, out;
+        CHECK(gimg_image_alloc(&im, 53, 19, 1, cases[i].s) == GIMG_OK);
+        testimg_fill_maxval(&im, 950 + i, m);
+        /* Squeeze the values into the lower quarter, so that equalizing
+         * has something to stretch. */
+        for (int y = 0; y < im.height; y++)
+            for (int x = 0; x < im.width; x++) {
+                unsigned v = (unsigned)sample(&im, x, y, 0) / 4;
+                if (im.sample == GIMG_U8)
+                    gimg_row(&im, y)[x] = (uint8_t)v;
+                else
+                    ((uint16_t *)gimg_row(&im, y))[x] = (uint16_t)v;
+            }
+        if (gimg_hist_equalize(ctx, &im, 0, &out) != GIMG_OK) {
+            CHECK(0, "maxval %u: %s", m, gimg_last_error());
+            gimg_image_free(&im);
+            continue;
+        }
+        CHECK(out.maxval == m, "maxval %u: equalized maxval %u", m, out.maxval);
+        uint64_t *cnt = calloc(m + 1, sizeof *cnt), n = (uint64_t)im.width * im.height;
+        for (int y = 0; y < im.height; y++)
+            for (int x = 0; x < im.width; x++)
+                cnt[(int)sample(&im, x, y, 0)]++;
+        uint64_t cdf_min = 0;
+        for (unsigned v = 0; v <= m && !cdf_min; v++)
+            cdf_min = cnt[v];
+        int bad = 0;
+        double top = 0;
+        for (int y = 0; y < im.height && !bad; y++)
+            for (int x = 0; x < im.width && !bad; x++) {
+                unsigned v = (unsigned)sample(&im, x, y, 0);
+                uint64_t cdf = 0;
+                for (unsigned u = 0; u <= v; u++)
+                    cdf += cnt[u];
+                long double t = (long double)(cdf - cdf_min) / (long double)(n - cdf_min) * m;
+                double want = (double)floorl(t + 0.5L), got = sample(&out, x, y, 0);
+                top = got > top ? got : top;
+                if (got != want) {
+                    CHECK(0, "maxval %u: %u became %g, expected %g", m, v, got, want);
+                    bad = 1;
+                }
+            }
+        CHECK(top == m, "maxval %u: the brightest equalized value is %g", m, top);
+        free(cnt);
+        gimg_image_free(&out);
+        gimg_image_free(&im);
+    }
+    /* Luma only: RGB stays within 0..maxval. */
+    gimg_image rgb, out;
+    CHECK(gimg_image_alloc(&rgb, 31, 7, 3, GIMG_U16) == GIMG_OK);
+    testimg_fill_maxval(&rgb, 999, 4095);
+    if (gimg_hist_equalize(ctx, &rgb, 1, &out) == GIMG_OK) {
+        double top = 0;
+        for (int y = 0; y < out.height; y++)
+            for (int x = 0; x < out.width * 3; x++)
+                top = fmax(top, sample(&out, x / 3, y, x % 3));
+        CHECK(top <= 4095 && out.maxval == 4095, "luma: max %g, maxval %u", top, out.maxval);
+        gimg_image_free(&out);
+    } else {
+        CHECK(0, "luma: %s", gimg_last_error());
+    }
+    gimg_image_free(&rgb);
+    gimg_ctx_close(ctx);
+}
+
 int main(void)
 {
     RUN(test_default_every_layout);
@@ -393,5 +529,7 @@ int main(void)
     RUN(test_shift_and_table_agree);
     RUN(test_bad_params);
     RUN(test_parse_range);
+    RUN(test_maxval_defaults);
+    RUN(test_maxval_equalize);
     return check_summary();
 }

@@ -1565,9 +1565,10 @@ static void test_pnm_comments_and_plain(void)
     CHECK(im.data == NULL, "*out not zeroed");
 }
 
-/* Maxvals other than 255 and 65535 are rescaled to the full range of the
- * smallest type holding them: round(v * 255 / maxval) or round(v * 65535 /
- * maxval) (pnm.c). Every value of each maxval, raw and plain. */
+/* Samples keep the file's units: every value of each maxval is read
+ * unchanged, raw and plain, into the smallest type holding it (8-bit up to
+ * 255), and the image's maxval is the file's (0 for 255 and 65535, the
+ * full ranges) (codec_pnm.c). */
 static void check_maxval(unsigned maxval)
 {
     int wide = maxval > 255;
@@ -1591,10 +1592,10 @@ static void check_maxval(unsigned maxval)
     uint16_t *want16 = malloc(n * sizeof *want16);
     uint8_t *want8 = malloc(n);
     for (unsigned v = 0; v <= maxval; v++) {
-        /* round() is half away from zero: the documented rounding. */
-        want16[v] = (uint16_t)round(v * 65535.0 / maxval);
-        want8[v] = (uint8_t)round(v * 255.0 / maxval);
+        want16[v] = (uint16_t)v;
+        want8[v] = (uint8_t)v;
     }
+    const unsigned want_maxval = maxval == 255 || maxval == 65535 ? 0 : maxval;
     for (int t = 0; t < 2; t++) {
         gimg_image im;
         char what[48];
@@ -1608,6 +1609,8 @@ static void check_maxval(unsigned maxval)
             expect_u16(&im, 1, want16, n, what);
         else
             expect_u8(&im, 1, want8, n, what);
+        CHECK(im.maxval == want_maxval, "%s: maxval %u, expected %u", what, im.maxval,
+              want_maxval);
         gimg_image_free(&im);
     }
     /* One above maxval is an error, raw and plain. */
@@ -1637,17 +1640,193 @@ static void test_pnm_maxval(void)
     static const unsigned mv[] = { 1, 15, 100, 254, 255, 256, 1000, 1023, 4095, 65534, 65535 };
     for (size_t i = 0; i < sizeof mv / sizeof mv[0]; i++)
         check_maxval(mv[i]);
-    /* The documented examples, spelled out. */
+    /* Examples spelled out, plain P2 and P3; bitmaps have no maxval. */
     gimg_image im;
     CHECK(DECODE("P2 3 1 1023 1 511 1022", &im) == GIMG_OK, "%s", gimg_last_error());
-    expect_u16(&im, 1, (const uint16_t[]){ 64, 32735, 65471 }, 3, "maxval 1023 examples");
+    expect_u16(&im, 1, (const uint16_t[]){ 1, 511, 1022 }, 3, "maxval 1023 examples");
+    CHECK(im.maxval == 1023, "P2 maxval %u", im.maxval);
     gimg_image_free(&im);
     CHECK(DECODE("P2 3 1 15 1 7 8", &im) == GIMG_OK, "%s", gimg_last_error());
-    expect_u8(&im, 1, (const uint8_t[]){ 17, 119, 136 }, 3, "maxval 15 examples");
+    expect_u8(&im, 1, (const uint8_t[]){ 1, 7, 8 }, 3, "maxval 15 examples");
+    CHECK(im.maxval == 15, "P2 maxval %u", im.maxval);
     gimg_image_free(&im);
     CHECK(DECODE("P3 1 1 1023 1023 0 512", &im) == GIMG_OK, "%s", gimg_last_error());
-    expect_u16(&im, 3, (const uint16_t[]){ 65535, 0, 32800 }, 3, "P3 maxval 1023");
+    expect_u16(&im, 3, (const uint16_t[]){ 1023, 0, 512 }, 3, "P3 maxval 1023");
+    CHECK(im.maxval == 1023, "P3 maxval %u", im.maxval);
     gimg_image_free(&im);
+    CHECK(DECODE("P1 2 1 1 0", &im) == GIMG_OK && im.maxval == 0, "P1: maxval %u", im.maxval);
+    gimg_image_free(&im);
+    CHECK(DECODE("P4\n2 1\n\x80", &im) == GIMG_OK && im.maxval == 0, "P4: maxval %u",
+          im.maxval);
+    gimg_image_free(&im);
+}
+
+/* An image with a maxval, written as PNM and PAM (the maxval kept, one
+ * byte a sample up to 255) and read back: samples and maxval unchanged.
+ * Every channel count PAM holds, both depths. */
+static void test_pnm_maxval_written(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } cases[] = { { GIMG_U8, 1 }, { GIMG_U8, 100 }, { GIMG_U16, 31 }, { GIMG_U16, 255 },
+                  { GIMG_U16, 256 }, { GIMG_U16, 1023 }, { GIMG_U16, 4095 }, { GIMG_U16, 65534 } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_image im;
+            if (gimg_image_alloc(&im, 7, 3, c, cases[i].s))
+                continue;
+            testimg_fill_maxval(&im, 40 + i, cases[i].maxval);
+            const unsigned m = cases[i].maxval;
+            for (int f = 0; f < 2; f++) {
+                gimg_format fmt = f ? GIMG_FMT_PNM : GIMG_FMT_PAM;
+                if (fmt == GIMG_FMT_PNM && c % 2 == 0)
+                    continue;
+                char what[64], want[160];
+                snprintf(what, sizeof what, "%s %d channels %s maxval %u", gimg_format_name(fmt),
+                         c, depth_name(cases[i].s), m);
+                int hl = fmt == GIMG_FMT_PNM
+                             ? snprintf(want, sizeof want, "P%c\n7 3\n%u\n", c == 1 ? '5' : '6', m)
+                             : snprintf(want, sizeof want, "P7\nWIDTH 7\nHEIGHT 3\nDEPTH %d\n"
+                                        "MAXVAL %u\n", c, m);
+                unsigned char *buf;
+                size_t len;
+                if (encode(&im, fmt, &buf, &len) != GIMG_OK) {
+                    CHECK(0, "%s: %s", what, gimg_last_error());
+                    continue;
+                }
+                size_t body = (size_t)7 * 3 * (size_t)c * (m > 255 ? 2 : 1);
+                CHECK(len > body && memcmp(buf, want, (size_t)hl) == 0,
+                      "%s: header %.*s", what, hl, buf);
+                CHECK(len > body && buf[len - body - 1] == '\n', "%s: %zu bytes for %zu samples",
+                      what, len, body);
+                gimg_image back;
+                if (gimg_decode_memory(buf, len, &back) == GIMG_OK) {
+                    /* Read back at the depth its maxval asks for. */
+                    gimg_image want_im;
+                    gimg_sample ws = m > 255 ? GIMG_U16 : GIMG_U8;
+                    if (gimg_image_alloc(&want_im, 7, 3, c, ws) == GIMG_OK) {
+                        for (int y = 0; y < 3; y++)
+                            for (int x = 0; x < 7 * c; x++) {
+                                double v = get_sample(&im, x / c, y, x % c);
+                                if (ws == GIMG_U8)
+                                    gimg_row(&want_im, y)[x] = (uint8_t)v;
+                                else
+                                    ((uint16_t *)gimg_row(&want_im, y))[x] = (uint16_t)v;
+                            }
+                        images_equal(&back, &want_im, what);
+                        gimg_image_free(&want_im);
+                    }
+                    CHECK(back.maxval == (m == 255 ? 0 : m), "%s: read back maxval %u", what,
+                          back.maxval);
+                    gimg_image_free(&back);
+                } else {
+                    CHECK(0, "%s: read back: %s", what, gimg_last_error());
+                }
+                free(buf);
+            }
+            gimg_image_free(&im);
+        }
+}
+
+/* Formats that cannot keep a maxval get the image rescaled to its sample
+ * type's full range first, round(v * full / maxval) with halves up, then
+ * the usual conversions (write.c); to float, v / maxval; PAM keeps it.
+ * Expected values in double precision, independently of write.c. */
+static void test_maxval_conversions(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+        gimg_format f;
+    } cases[] = {
+        { GIMG_U8, 100, GIMG_FMT_BMP },     /* 8-bit: to 255 */
+        { GIMG_U8, 1, GIMG_FMT_BMP },
+        { GIMG_U16, 4095, GIMG_FMT_BMP },   /* to 65535, then / 257 */
+        { GIMG_U16, 200, GIMG_FMT_BMP },
+        { GIMG_U16, 1000, GIMG_FMT_PNG },   /* not 2^b - 1: to 65535 for PNG too */
+        { GIMG_U16, 4095, GIMG_FMT_PFM },   /* v / 4095 */
+        { GIMG_U8, 15, GIMG_FMT_PFM },
+        { GIMG_U16, 4095, GIMG_FMT_PAM },   /* kept */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned m = cases[i].maxval;
+        const gimg_format f = cases[i].f;
+        char what[64];
+        snprintf(what, sizeof what, "%s maxval %u to %s", depth_name(cases[i].s), m,
+                 gimg_format_name(f));
+        gimg_image im;
+        if (gimg_image_alloc(&im, 64, 2, 1, cases[i].s))
+            continue;
+        testimg_fill_maxval(&im, 70 + i, m);
+        unsigned char *buf;
+        size_t len;
+        gimg_take_losses(NULL);
+        if (encode(&im, f, &buf, &len) != GIMG_OK) {
+            CHECK(0, "%s: %s", what, gimg_last_error());
+            gimg_image_free(&im);
+            continue;
+        }
+        /* Rescaling is no loss; 16 to 8 bits is, above maxval 255 only. */
+        unsigned lost = gimg_take_losses(NULL);
+        unsigned want_lost = cases[i].s == GIMG_U16 && f == GIMG_FMT_BMP && m > 255
+                                 ? GIMG_LOSS_DEPTH : 0;
+        CHECK(lost == want_lost, "%s: losses %#x, expected %#x", what, lost, want_lost);
+        gimg_image back;
+        gimg_status st = gimg_decode_memory(buf, len, &back);
+        free(buf);
+        CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+        if (st) {
+            gimg_image_free(&im);
+            continue;
+        }
+        int bad = 0;
+        for (int y = 0; y < 2 && !bad; y++)
+            for (int x = 0; x < 64 && !bad; x++) {
+                double v = get_sample(&im, x, y, 0), want;
+                if (f == GIMG_FMT_PFM)
+                    want = (double)(float)((float)v / (float)m);
+                else if (f == GIMG_FMT_PAM)
+                    want = v;
+                else if (back.sample == GIMG_U8 && cases[i].s == GIMG_U8)
+                    want = floor(v * 255.0 / m + 0.5);
+                else if (back.sample == GIMG_U8)
+                    want = floor(floor(v * 65535.0 / m + 0.5) / 257.0 + 0.5);
+                else
+                    want = floor(v * 65535.0 / m + 0.5);
+                double got = get_sample(&back, x, y, 0);
+                if (got != want) {
+                    CHECK(0, "%s: sample %g became %.9g, expected %.9g", what, v, got, want);
+                    bad = 1;
+                }
+            }
+        unsigned want_maxval = f == GIMG_FMT_PAM ? m : 0;
+        CHECK(back.maxval == want_maxval, "%s: read back with maxval %u, expected %u", what,
+              back.maxval, want_maxval);
+        gimg_image_free(&back);
+        gimg_image_free(&im);
+    }
+    /* A sample over the maxval (a caller's broken promise) counts as the
+     * maxval: white, never a wrapped value. */
+    gimg_image im;
+    if (gimg_image_alloc(&im, 2, 1, 1, GIMG_U16) == GIMG_OK) {
+        ((uint16_t *)im.data)[0] = 4095;
+        ((uint16_t *)im.data)[1] = 9000;
+        im.maxval = 4095;
+        unsigned char *buf;
+        size_t len;
+        gimg_image back;
+        if (encode(&im, GIMG_FMT_BMP, &buf, &len) == GIMG_OK) {
+            if (gimg_decode_memory(buf, len, &back) == GIMG_OK) {
+                CHECK(back.data[0] == 255 && back.data[1] == 255, "over maxval: %u %u",
+                      back.data[0], back.data[1]);
+                gimg_image_free(&back);
+            }
+            free(buf);
+        }
+        gimg_take_losses(NULL);
+        gimg_image_free(&im);
+    }
 }
 
 /* What gimg writes: P5/P6 with maxval 255 or 65535 and 16-bit samples
@@ -1807,17 +1986,19 @@ static void test_pam_tupltypes(void)
         gimg_image_free(&im);
     }
     /* BLACKANDWHITE is maxval 1 with 0 black (the opposite of PBM's bits):
-     * 0 -> 0 and 1 -> 255; with alpha, alpha scales alike. */
+     * kept as it is, samples 0 and 1 with maxval 1; alpha alike. */
     gimg_image im;
     static const char bw[] = "P7\nWIDTH 3\nHEIGHT 1\nDEPTH 1\nMAXVAL 1\nTUPLTYPE BLACKANDWHITE\n"
                              "ENDHDR\n\x00\x01\x00";
     CHECK(DECODE(bw, &im) == GIMG_OK, "BLACKANDWHITE: %s", gimg_last_error());
-    expect_u8(&im, 1, (const uint8_t[]){ 0, 255, 0 }, 3, "BLACKANDWHITE");
+    expect_u8(&im, 1, (const uint8_t[]){ 0, 1, 0 }, 3, "BLACKANDWHITE");
+    CHECK(im.maxval == 1, "BLACKANDWHITE: maxval %u", im.maxval);
     gimg_image_free(&im);
     static const char bwa[] = "P7\nWIDTH 2\nHEIGHT 1\nDEPTH 2\nMAXVAL 1\n"
                               "TUPLTYPE BLACKANDWHITE_ALPHA\nENDHDR\n\x01\x00\x00\x01";
     CHECK(DECODE(bwa, &im) == GIMG_OK, "BLACKANDWHITE_ALPHA: %s", gimg_last_error());
-    expect_u8(&im, 2, (const uint8_t[]){ 255, 0, 0, 255 }, 4, "BLACKANDWHITE_ALPHA");
+    expect_u8(&im, 2, (const uint8_t[]){ 1, 0, 0, 1 }, 4, "BLACKANDWHITE_ALPHA");
+    CHECK(im.maxval == 1, "BLACKANDWHITE_ALPHA: maxval %u", im.maxval);
     gimg_image_free(&im);
     CHECK(DECODE("P7\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 1\nENDHDR\n\x02", &im) == GIMG_E_FORMAT,
           "sample 2 over maxval 1 accepted");
@@ -1862,7 +2043,7 @@ static void test_pnm_stream(void)
     ends[3] = ftell(f);
     fputs(" \n\t\n", f);
     fclose(f);
-    static const uint16_t plain_want[2] = { 65535, 64 };
+    static const uint16_t plain_want[2] = { 1023, 1 };
 
     f = fopen(path, "rb");
     CHECK(f != NULL, "%s: %s", path, strerror(errno));
@@ -1884,6 +2065,7 @@ static void test_pnm_stream(void)
                   ftell(f), ends[count]);
         } else if (count == 3) {
             expect_u16(&im, 1, plain_want, 2, what);
+            CHECK(im.maxval == 1023, "%s: maxval %u", what, im.maxval);
         }
         gimg_image_free(&im);
         count++;
@@ -2472,6 +2654,8 @@ int main(void)
 
     RUN(test_pnm_comments_and_plain);
     RUN(test_pnm_maxval);
+    RUN(test_pnm_maxval_written);
+    RUN(test_maxval_conversions);
     RUN(test_pnm_written_bytes);
     RUN(test_pfm_read);
     RUN(test_pam_tupltypes);

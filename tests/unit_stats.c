@@ -598,6 +598,62 @@ static void test_compare_mismatch(void)
     gimg_image_free(&e);
 }
 
+/* Samples in a file's own units (gimg_image.maxval): the statistics are
+ * of the samples as they are, the comparison's PSNR peak is the maxval
+ * (as netpbm's pnmpsnr), and images of different maxvals are refused. */
+static void test_maxval(void)
+{
+    static const struct {
+        gimg_sample s;
+        unsigned maxval;
+    } cases[] = {{GIMG_U16, 4095}, {GIMG_U16, 1023}, {GIMG_U8, 100}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned m = cases[i].maxval;
+        char what[48];
+        snprintf(what, sizeof what, "maxval %u", m);
+        gimg_image a, b;
+        CHECK(gimg_image_alloc(&a, 41, 17, 3, cases[i].s) == GIMG_OK, "alloc");
+        CHECK(gimg_image_alloc(&b, 41, 17, 3, cases[i].s) == GIMG_OK, "alloc");
+        testimg_fill_maxval(&a, 500 + i, m);
+        testimg_fill_maxval(&b, 600 + i, m);
+        check_image(&a, what);
+        gimg_stats st;
+        gimg_stats_opts o = order_opts();
+        CHECK(gimg_stats_compute(g_cpu, &a, &o, &st) == GIMG_OK, "%s", gimg_last_error());
+        CHECK(st.ch[3].max == m && st.ch[3].min == 0, "%s: min %g max %g", what, st.ch[3].min,
+              st.ch[3].max);
+        /* The comparison, by hand in long double: PSNR over the maxval. */
+        long double sq = 0;
+        const size_t n = (size_t)41 * 17 * 3;
+        for (int y = 0; y < 17; y++)
+            for (int x = 0; x < 41; x++)
+                for (int c = 0; c < 3; c++) {
+                    long double d = (long double)sample_at(&a, x, y, c) - sample_at(&b, x, y, c);
+                    sq += d * d;
+                }
+        const double mse = (double)(sq / n);
+        gimg_diff d, dr;
+        CHECK(gimg_compare(g_cpu, &a, &b, &d) == GIMG_OK, "%s: %s", what, gimg_last_error());
+        CHECK(gimg_compare_cpu(&a, &b, &dr) == GIMG_OK, "%s: %s", what, gimg_last_error());
+        CHECK(memcmp(&d, &dr, sizeof d) == 0, "%s: fast and reference differ", what);
+        CHECK(d.peak == m && rel_err(d.ch[3].mse, mse) < 1e-12 &&
+                  rel_err(d.ch[3].psnr, 10 * log10((double)m * m / mse)) < 1e-12,
+              "%s: peak %g mse %g psnr %g (want %g)", what, d.peak, d.ch[3].mse, d.ch[3].psnr,
+              10 * log10((double)m * m / mse));
+        /* Identical images: infinite PSNR still. */
+        CHECK(gimg_compare(g_cpu, &a, &a, &d) == GIMG_OK && isinf(d.ch[3].psnr), "%s: self", what);
+        /* A different maxval (here the full range) is refused, naming both. */
+        b.maxval = 0;
+        char m_text[16];
+        snprintf(m_text, sizeof m_text, "%u", m);
+        CHECK(gimg_compare(g_cpu, &a, &b, &d) == GIMG_E_FORMAT &&
+                  strstr(gimg_last_error(), "maxval") && strstr(gimg_last_error(), m_text),
+              "%s: against the full range: %s", what, gimg_last_error());
+        gimg_image_free(&a);
+        gimg_image_free(&b);
+    }
+}
+
 int main(void)
 {
     gimg_device dev;
@@ -619,6 +675,7 @@ int main(void)
     RUN(test_compare);
     RUN(test_compare_float_special);
     RUN(test_compare_mismatch);
+    RUN(test_maxval);
     gimg_ctx_close(g_cpu);
     return check_summary();
 }

@@ -18,6 +18,7 @@
  * Every file is made here, from seeded pixels: nothing is downloaded.
  * Exit status 0, or 1 when a file cannot be written.
  */
+#include "codec.h"
 #include "gimg.h"
 #include "parsers.h"
 #include "testimg.h"
@@ -796,6 +797,62 @@ static void gif_files(void)
     gif_giflib_file();
 }
 
+/* ------------------------------------------------------- EXIF blocks */
+
+static void add_16(buf *b, int big, unsigned v)
+{
+    add_u8(b, big ? v >> 8 & 255 : v & 255);
+    add_u8(b, big ? v & 255 : v >> 8 & 255);
+}
+static void add_32(buf *b, int big, uint32_t v)
+{
+    add_16(b, big, big ? v >> 16 : v & 0xffff);
+    add_16(b, big, big ? v & 0xffff : v >> 16);
+}
+/* One IFD entry of count 1: a SHORT's value sits in the field's first bytes. */
+static void add_entry(buf *b, int big, unsigned tag, unsigned type, uint32_t value)
+{
+    add_16(b, big, tag);
+    add_16(b, big, type);
+    add_32(b, big, 1);
+    if (type == 3) {
+        add_16(b, big, value);
+        add_16(b, big, 0);
+    } else {
+        add_32(b, big, value);
+    }
+}
+
+/* IFD0 with an orientation and a pointer to an Exif IFD holding the pixel
+ * dimensions, then IFD1; little- and big-endian; and the minimal block. */
+static void exif_files(void)
+{
+    for (int big = 0; big <= 1; big++) {
+        buf b = {0};
+        add_str(&b, big ? "MM" : "II");
+        add_16(&b, big, 42);
+        add_32(&b, big, 8);                 /* IFD0 at 8 */
+        add_16(&b, big, 2);
+        add_entry(&b, big, 0x0112, 3, 6);   /* Orientation */
+        add_entry(&b, big, 0x8769, 4, 38);  /* the Exif IFD at 38 */
+        add_32(&b, big, 68);                /* IFD1 at 68 */
+        add_16(&b, big, 2);                 /* 38: the Exif IFD */
+        add_entry(&b, big, 0xa002, 3, 640); /* PixelXDimension */
+        add_entry(&b, big, 0xa003, 4, 480); /* PixelYDimension */
+        add_32(&b, big, 0);
+        add_16(&b, big, 1);                 /* 68: IFD1 */
+        add_entry(&b, big, 0x0103, 3, 6);
+        add_32(&b, big, 0);
+        put("exif", big ? "exif-big-endian" : "exif-little-endian", b.p, b.len);
+        free(b.p);
+    }
+    size_t n = 0;
+    unsigned char *p = gimg_exif_minimal(6, &n);
+    if (p)
+        put("exif", "exif-minimal", p, n);
+    free(p);
+}
+
 /* -------------------------------------------- command lines, strings */
 
 static void cli_files(void)
@@ -864,6 +921,7 @@ int main(int argc, char **argv)
     webp_files();
     gif_files();
     cli_files();
+    exif_files();
     int index = 0;
     FUZZ_PARSERS(SEED_FILES)
     return g_failed;

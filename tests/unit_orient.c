@@ -1,0 +1,429 @@
+/*
+ * unit_orient — the EXIF orientation and the metadata through gtranspose's
+ * library (gimg_orient.h), on the CPU:
+ *  - gimg_orient_from_exif and GIMG_ORIENT_AUTO against the EXIF
+ *    specification's own words (where the stored image's row 0 and column 0
+ *    lie), turned here into pixel positions independently of the library's
+ *    ops, for all 8 orientations, every channel count and sample size;
+ *  - auto resets the orientation to 1 in gimg_meta and in the EXIF block;
+ *    every other op leaves it; ops that swap width and height swap the
+ *    block's PixelXDimension and PixelYDimension;
+ *  - maxval and the rest of the metadata (ICC, texts, DPI) are copied, the
+ *    input left as it was; an image without metadata, or with orientation
+ *    0 or 1, comes out of auto as a copy;
+ *  - gimg_orient (the tools' path, --device cpu) equals gimg_orient_cpu,
+ *    metadata included.
+ */
+#include "gimg.h"
+#include "gimg_orient.h"
+#include "codec.h"
+#include "testimg.h"
+#include "check.h"
+
+#include <stdlib.h>
+
+static gimg_ctx *g_cpu;
+
+/* ---------------------------------------------------------- EXIF blocks */
+
+/* A little- or big-endian EXIF block: IFD0 holds the orientation (SHORT)
+ * and a pointer to an Exif IFD holding PixelXDimension (LONG) and
+ * PixelYDimension (SHORT). Offsets of the three values are fixed: */
+enum { EXIF_BYTES = 68, AT_ORIENTATION = 8 + 2 + 8, AT_PIXEL_X = 38 + 2 + 8,
+       AT_PIXEL_Y = 38 + 2 + 12 + 8 };
+
+static void put_u16(unsigned char *p, unsigned v, int big)
+{
+    p[big ? 0 : 1] = (unsigned char)(v >> 8);
+    p[big ? 1 : 0] = (unsigned char)v;
+}
+
+static void put_u32(unsigned char *p, uint32_t v, int big)
+{
+    for (int i = 0; i < 4; i++)
+        p[big ? 3 - i : i] = (unsigned char)(v >> (8 * i));
+}
+
+static unsigned get_u16(const unsigned char *p, int big)
+{
+    return big ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+static uint32_t get_u32(const unsigned char *p, int big)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[big ? 3 - i : i] << (8 * i);
+    return v;
+}
+
+static void entry(unsigned char *p, unsigned tag, unsigned type, uint32_t value, int big)
+{
+    put_u16(p, tag, big);
+    put_u16(p + 2, type, big);
+    put_u32(p + 4, 1, big);
+    put_u32(p + 8, 0, big);
+    if (type == 3)
+        put_u16(p + 8, value, big);
+    else
+        put_u32(p + 8, value, big);
+}
+
+static void make_exif(unsigned char b[EXIF_BYTES], int orientation, int w, int h, int big)
+{
+    memset(b, 0, EXIF_BYTES);
+    memcpy(b, big ? "MM\0*" : "II*\0", 4);
+    put_u32(b + 4, 8, big);
+    put_u16(b + 8, 2, big);                              /* IFD0: 2 entries */
+    entry(b + 10, 0x0112, 3, (uint32_t)orientation, big); /* Orientation */
+    entry(b + 22, 0x8769, 4, 38, big);                   /* Exif IFD at 38 */
+    put_u16(b + 38, 2, big);
+    entry(b + 40, 0xA002, 4, (uint32_t)w, big);          /* PixelXDimension */
+    entry(b + 52, 0xA003, 3, (uint32_t)h, big);          /* PixelYDimension */
+}
+
+/* ------------------------------------------------------------- geometry */
+
+/*
+ * EXIF 2.3, Orientation: where the stored image's row 0 and column 0 lie
+ * in the scene.  1 top/left, 2 top/right, 3 bottom/right, 4 bottom/left,
+ * 5 left/top, 6 right/top, 7 right/bottom, 8 left/bottom.
+ * Upright, the stored pixel (r, c) of a W x H image lands at (y, x).
+ */
+static void upright_position(int orientation, int W, int H, int r, int c, int *y, int *x)
+{
+    static const char *const row0[9] = {"", "top", "top", "bottom", "bottom",
+                                        "left", "right", "right", "left"};
+    static const char *const col0[9] = {"", "left", "right", "right", "left",
+                                        "top", "top", "bottom", "bottom"};
+    const char *rs = row0[orientation], *cs = col0[orientation];
+    if (!strcmp(rs, "top") || !strcmp(rs, "bottom")) {
+        /* Rows stay rows: the upright image is W x H. */
+        *y = !strcmp(rs, "top") ? r : H - 1 - r;
+        *x = !strcmp(cs, "left") ? c : W - 1 - c;
+    } else {
+        /* Rows become columns: the upright image is H x W. */
+        *x = !strcmp(rs, "left") ? r : H - 1 - r;
+        *y = !strcmp(cs, "top") ? c : W - 1 - c;
+    }
+}
+
+static int upright_swaps(int orientation) { return orientation >= 5; }
+
+/* The number of stored pixels not where the EXIF text puts them in out. */
+static long misplaced(const gimg_image *in, int orientation, const gimg_image *out)
+{
+    const size_t E = gimg_pixel_bytes(in);
+    long bad = 0;
+    for (int r = 0; r < in->height; r++)
+        for (int c = 0; c < in->width; c++) {
+            int y, x;
+            upright_position(orientation, in->width, in->height, r, c, &y, &x);
+            bad += memcmp(gimg_row(in, r) + (size_t)c * E, gimg_row(out, y) + (size_t)x * E,
+                          E) != 0;
+        }
+    return bad;
+}
+
+static int same_image(const gimg_image *a, const gimg_image *b)
+{
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels ||
+        a->sample != b->sample || a->maxval != b->maxval)
+        return 0;
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(gimg_row(a, y), gimg_row(b, y), (size_t)a->width * gimg_pixel_bytes(a)))
+            return 0;
+    return 1;
+}
+
+static int same_bytes(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, na) == 0);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void test_parse(void)
+{
+    gimg_orient_op op = GIMG_ORIENT_TRANSPOSE;
+    CHECK(gimg_orient_parse("auto", &op) == GIMG_OK && op == GIMG_ORIENT_AUTO, "auto");
+    CHECK(!strcmp(gimg_orient_name(GIMG_ORIENT_AUTO), "auto"), "name");
+    CHECK(gimg_orient_parse("Auto", &op) == GIMG_E_USAGE, "case matters");
+    CHECK(strstr(gimg_last_error(), "auto") != NULL, "the message lists auto: %s",
+          gimg_last_error());
+}
+
+/* The op each orientation maps to, and the values with nothing to do. */
+static void test_from_exif(void)
+{
+    static const gimg_orient_op want[9] = {
+        [2] = GIMG_ORIENT_FLOP,      [3] = GIMG_ORIENT_ROT180, [4] = GIMG_ORIENT_FLIP,
+        [5] = GIMG_ORIENT_TRANSPOSE, [6] = GIMG_ORIENT_ROT90,  [7] = GIMG_ORIENT_TRANSVERSE,
+        [8] = GIMG_ORIENT_ROT270};
+    for (int o = 2; o <= 8; o++) {
+        gimg_orient_op op = GIMG_ORIENT_AUTO;
+        CHECK(gimg_orient_from_exif(o, &op) == 1 && op == want[o], "orientation %d gave %s", o,
+              gimg_orient_name(op));
+    }
+    const int none[] = {0, 1, 9, -1, 255, 65536};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        gimg_orient_op op = GIMG_ORIENT_AUTO;
+        CHECK(gimg_orient_from_exif(none[i], &op) == 0 && op == GIMG_ORIENT_AUTO,
+              "orientation %d: something to do, or *op changed", none[i]);
+    }
+}
+
+/* An image with EXIF (orientation o, its size as pixel dimensions), an ICC
+ * profile, a text and a DPI; maxval set for integer samples. */
+static gimg_status make_input(gimg_image *im, int w, int h, int channels, gimg_sample s,
+                              int o, int big, uint64_t seed)
+{
+    gimg_status st = gimg_image_alloc(im, w, h, channels, s);
+    if (st)
+        return st;
+    testimg_fill_random(im, seed);
+    im->maxval = s == GIMG_U16 ? 4095 : s == GIMG_U8 ? 127 : 0;
+    unsigned char exif[EXIF_BYTES], icc[200];
+    make_exif(exif, o, w, h, big);
+    for (size_t i = 0; i < sizeof icc; i++)
+        icc[i] = (unsigned char)(i * 7 + 3);
+    if ((st = gimg_meta_add_exif(&im->meta, exif, sizeof exif)) ||
+        (st = gimg_meta_add_icc(&im->meta, icc, sizeof icc)) ||
+        (st = gimg_meta_add_text(&im->meta, "Comment", "upright?", 8, NULL, NULL, 0, 0)))
+        return st;
+    im->meta->x_dpi = 300;
+    im->meta->y_dpi = 150;
+    return GIMG_OK;
+}
+
+/* The EXIF block's orientation and pixel dimensions, at the offsets
+ * make_exif put them (the library rewrites them in place). */
+static void read_exif(const gimg_meta *m, int big, int *o, uint32_t *px, uint32_t *py)
+{
+    *o = -1;
+    *px = *py = 0;
+    if (!m || m->exif_bytes != EXIF_BYTES)
+        return;
+    *o = (int)get_u16(m->exif + AT_ORIENTATION, big);
+    *px = get_u16(m->exif + 40 + 2, big) == 3 ? get_u16(m->exif + AT_PIXEL_X, big)
+                                               : get_u32(m->exif + AT_PIXEL_X, big);
+    *py = get_u16(m->exif + 52 + 2, big) == 3 ? get_u16(m->exif + AT_PIXEL_Y, big)
+                                               : get_u32(m->exif + AT_PIXEL_Y, big);
+}
+
+/* What must have come through besides the orientation and the size. */
+static void check_rest_copied(const gimg_image *in, const gimg_image *out, const char *what)
+{
+    CHECK(out->maxval == in->maxval, "%s: maxval %u, input %u", what, out->maxval, in->maxval);
+    CHECK(out->meta && out->meta != in->meta, "%s: no metadata, or the input's own", what);
+    if (!out->meta || out->meta == in->meta)
+        return;
+    CHECK(same_bytes(out->meta->icc, out->meta->icc_bytes, in->meta->icc, in->meta->icc_bytes),
+          "%s: ICC differs", what);
+    CHECK(out->meta->n_texts == 1 && !strcmp(out->meta->texts[0].text, "upright?"),
+          "%s: text lost", what);
+    CHECK(out->meta->x_dpi == 300 && out->meta->y_dpi == 150, "%s: DPI lost", what);
+}
+
+/* auto: pixels where the EXIF text puts them, orientation 1 after, pixel
+ * dimensions those of the output, the rest copied, the input untouched. */
+static void test_auto_all_orientations(void)
+{
+    static const gimg_sample samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+    for (size_t s = 0; s < 3; s++)
+        for (int ch = 1; ch <= 4; ch++)
+            for (int o = 1; o <= 8; o++) {
+                int big = (o + ch) % 2, w = 37 + ch, h = 19 + o;
+                gimg_image in, out;
+                char what[64];
+                snprintf(what, sizeof what, "orientation %d, %d channels, %d bytes%s", o, ch,
+                         (int)samples[s], big ? ", big-endian EXIF" : "");
+                gimg_status st = make_input(&in, w, h, ch, samples[s], o, big, 100 + o * 8 + ch);
+                CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+                if (st) {
+                    gimg_image_free(&in);
+                    continue;
+                }
+                CHECK(in.meta->orientation == o, "%s: parsed as %d", what, in.meta->orientation);
+                unsigned char before[EXIF_BYTES];
+                memcpy(before, in.meta->exif, EXIF_BYTES);
+
+                st = gimg_orient_cpu(&in, GIMG_ORIENT_AUTO, &out);
+                CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+                if (st) {
+                    gimg_image_free(&in);
+                    continue;
+                }
+                int ow = upright_swaps(o) ? h : w, oh = upright_swaps(o) ? w : h;
+                CHECK(out.width == ow && out.height == oh, "%s: %dx%d", what, out.width,
+                      out.height);
+                if (out.width == ow && out.height == oh)
+                    CHECK(misplaced(&in, o, &out) == 0, "%s: %ld pixels misplaced", what,
+                          misplaced(&in, o, &out));
+                check_rest_copied(&in, &out, what);
+                int eo;
+                uint32_t px, py;
+                read_exif(out.meta, big, &eo, &px, &py);
+                CHECK(out.meta && out.meta->orientation == 1, "%s: orientation %d after", what,
+                      out.meta ? out.meta->orientation : -1);
+                CHECK(eo == 1, "%s: the EXIF tag reads %d after", what, eo);
+                CHECK(px == (uint32_t)ow && py == (uint32_t)oh,
+                      "%s: EXIF pixel dimensions %ux%u, image %dx%d", what, px, py, ow, oh);
+                CHECK(in.meta->orientation == o && !memcmp(before, in.meta->exif, EXIF_BYTES),
+                      "%s: the input's metadata changed", what);
+
+                /* The tools' path gives the same, metadata included. */
+                gimg_image got;
+                st = gimg_orient(g_cpu, &in, GIMG_ORIENT_AUTO, &got);
+                CHECK(st == GIMG_OK, "%s: gimg_orient: %s", what, gimg_last_error());
+                if (!st) {
+                    CHECK(same_image(&got, &out), "%s: gimg_orient != gimg_orient_cpu", what);
+                    CHECK(got.meta && same_bytes(got.meta->exif, got.meta->exif_bytes,
+                                                 out.meta->exif, out.meta->exif_bytes) &&
+                              got.meta->orientation == 1,
+                          "%s: gimg_orient's metadata differs", what);
+                }
+                gimg_image_free(&got);
+
+                /* Auto again: nothing left to do, a copy. */
+                gimg_image again;
+                st = gimg_orient_cpu(&out, GIMG_ORIENT_AUTO, &again);
+                CHECK(st == GIMG_OK && same_image(&again, &out), "%s: auto twice moved pixels",
+                      what);
+                gimg_image_free(&again);
+                gimg_image_free(&out);
+                gimg_image_free(&in);
+            }
+}
+
+/* Every other op: the stored pixels move, the orientation stays, the pixel
+ * dimensions follow the size. */
+static void test_other_ops_keep_orientation(void)
+{
+    static const gimg_orient_op ops[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_TRANSVERSE,
+                                         GIMG_ORIENT_FLIP,      GIMG_ORIENT_FLOP,
+                                         GIMG_ORIENT_ROT90,     GIMG_ORIENT_ROT180,
+                                         GIMG_ORIENT_ROT270};
+    for (int big = 0; big <= 1; big++)
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+            gimg_image in, out, plain, ref;
+            const char *what = gimg_orient_name(ops[i]);
+            gimg_status st = make_input(&in, 23, 11, 3, GIMG_U16, 6, big, 7 + i);
+            CHECK(st == GIMG_OK, "%s", gimg_last_error());
+            if (st) {
+                gimg_image_free(&in);
+                continue;
+            }
+            /* The same pixels without metadata give the reference. */
+            CHECK(gimg_image_alloc(&plain, 23, 11, 3, GIMG_U16) == GIMG_OK, "alloc");
+            memcpy(plain.data, in.data, in.stride_bytes * (size_t)in.height);
+            plain.maxval = in.maxval;
+            CHECK(gimg_orient_cpu(&plain, ops[i], &ref) == GIMG_OK, "reference");
+            CHECK(ref.meta == NULL && ref.maxval == in.maxval, "%s without metadata", what);
+
+            st = gimg_orient(g_cpu, &in, ops[i], &out);
+            CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
+            if (!st) {
+                CHECK(same_image(&out, &ref), "%s: pixels differ from the plain image's", what);
+                check_rest_copied(&in, &out, what);
+                int eo;
+                uint32_t px, py;
+                read_exif(out.meta, big, &eo, &px, &py);
+                CHECK(out.meta && out.meta->orientation == 6 && eo == 6,
+                      "%s: orientation %d, EXIF tag %d: not kept", what,
+                      out.meta ? out.meta->orientation : -1, eo);
+                CHECK(px == (uint32_t)out.width && py == (uint32_t)out.height,
+                      "%s: EXIF pixel dimensions %ux%u, image %dx%d", what, px, py, out.width,
+                      out.height);
+            }
+            gimg_image_free(&out);
+            gimg_image_free(&ref);
+            gimg_image_free(&plain);
+            gimg_image_free(&in);
+        }
+}
+
+/* Nothing to undo: no metadata, orientation 0 (metadata without EXIF), or
+ * 1: a copy, with the maxval and metadata as they were. */
+static void test_auto_nothing_to_do(void)
+{
+    gimg_image in, out;
+    CHECK(gimg_image_alloc(&in, 13, 7, 2, GIMG_U16) == GIMG_OK, "alloc");
+    testimg_fill_random(&in, 5);
+    in.maxval = 1023;
+    CHECK(gimg_orient(g_cpu, &in, GIMG_ORIENT_AUTO, &out) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(same_image(&in, &out), "no metadata: not a copy");
+    CHECK(out.meta == NULL, "no metadata: some appeared");
+    CHECK(out.data != in.data, "no metadata: the input's own pixels");
+    gimg_image_free(&out);
+
+    unsigned char icc[132] = {0};
+    CHECK(gimg_meta_add_icc(&in.meta, icc, sizeof icc) == GIMG_OK, "icc");
+    CHECK(in.meta && in.meta->orientation == 0, "orientation 0");
+    CHECK(gimg_orient(g_cpu, &in, GIMG_ORIENT_AUTO, &out) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(same_image(&in, &out), "orientation 0: not a copy");
+    CHECK(out.meta && out.meta->orientation == 0 && out.meta->icc_bytes == sizeof icc &&
+              !out.meta->exif,
+          "orientation 0: metadata changed");
+    gimg_image_free(&out);
+
+    /* A TIFF-style orientation (no EXIF block) of 1. */
+    in.meta->orientation = 1;
+    CHECK(gimg_orient(g_cpu, &in, GIMG_ORIENT_AUTO, &out) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(same_image(&in, &out) && out.meta && out.meta->orientation == 1, "orientation 1");
+    gimg_image_free(&out);
+
+    /* A TIFF-style orientation of 8, no EXIF: rot270, then 1. */
+    in.meta->orientation = 8;
+    gimg_image ref;
+    CHECK(gimg_orient(g_cpu, &in, GIMG_ORIENT_AUTO, &out) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(misplaced(&in, 8, &out) == 0, "orientation 8 without EXIF: pixels misplaced");
+    CHECK(out.meta && out.meta->orientation == 1 && !out.meta->exif,
+          "orientation 8 without EXIF: not reset to 1, or an EXIF block appeared");
+    CHECK(gimg_orient_cpu(&in, GIMG_ORIENT_ROT270, &ref) == GIMG_OK, "rot270");
+    CHECK(same_image(&ref, &out), "orientation 8 != rot270");
+    gimg_image_free(&ref);
+    gimg_image_free(&out);
+    gimg_image_free(&in);
+}
+
+/* A row stride wider than the row: the copy and the ops read rows by it. */
+static void test_auto_padded_rows(void)
+{
+    gimg_image in, out;
+    CHECK(gimg_image_alloc(&in, 9, 20, 3, GIMG_U8) == GIMG_OK, "alloc");
+    testimg_fill_random(&in, 11);
+    /* Reuse the buffer as 9 columns of 6 rows at a stride of 27 * 3. */
+    in.height = 6;
+    in.stride_bytes = 27 * 3;
+    for (int o = 1; o <= 8; o++) {
+        if (!in.meta)
+            in.meta = gimg_meta_new();
+        CHECK(in.meta != NULL, "meta");
+        if (!in.meta)
+            break;
+        in.meta->orientation = o;
+        CHECK(gimg_orient_cpu(&in, GIMG_ORIENT_AUTO, &out) == GIMG_OK, "%s", gimg_last_error());
+        CHECK(misplaced(&in, o, &out) == 0, "orientation %d with padded rows", o);
+        gimg_image_free(&out);
+    }
+    gimg_image_free(&in);
+}
+
+int main(void)
+{
+    gimg_device dev;
+    gimg_parse_device("cpu", &dev);
+    if (gimg_ctx_open(&dev, 0, &g_cpu) != GIMG_OK) {
+        printf("FAIL: ctx: %s\n", gimg_last_error());
+        return 1;
+    }
+    RUN(test_parse);
+    RUN(test_from_exif);
+    RUN(test_auto_all_orientations);
+    RUN(test_other_ops_keep_orientation);
+    RUN(test_auto_nothing_to_do);
+    RUN(test_auto_padded_rows);
+    gimg_ctx_close(g_cpu);
+    return check_summary();
+}
