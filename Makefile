@@ -13,9 +13,12 @@
 #   make fuzz       libFuzzer targets (clang); make fuzz-smoke runs each a while
 #   make test-valgrind  the CLI suites under valgrind memcheck
 #   make demo       installs what is missing, builds, runs every tool on samples
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (builds for every GPU
+#                   architecture, CUDA_ARCH=all, unless CUDA_ARCH is given)
 #
-# Knobs: NVCC= (empty: CPU-only build), CUDA_ARCH="75 80 90" (GPU targets),
+# Knobs: NVCC= (empty: CPU-only build), CUDA_ARCH= (GPU targets: auto, the
+# default: this machine's GPUs, or with none sm_75 + PTX; all: sm_75 to
+# sm_90, for packages; "80 90": those; native: nvcc's -arch=native),
 # STB_INCLUDE=/usr/include/stb, DEFLATE_CFLAGS= DEFLATE_LIBS= (libdeflate
 # elsewhere), CUDA_HOME=, CC=, CFLAGS=, SANITIZE=1, FUZZ_CC=clang,
 # FUZZ_SECONDS=30 (per fuzz target), FUZZ_SMOKE=0 (make test without it).
@@ -25,7 +28,20 @@
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
-CUDA_ARCH ?= 75 80 86 89 90
+# GPU targets. A first build should be quick: nvcc takes about a minute and
+# a half per architecture for each of conv.cu and histogram.cu (2 cores),
+# so `auto` compiles only for the GPUs this machine has, or, with none
+# visible, for the oldest architecture the kernels support (Turing, sm_75:
+# conv.cu has its own path below sm_80, and clusters and programmatic
+# launches are compiled only for sm_90) plus its PTX, which the driver
+# compiles for any later card on first use (about two minutes on an H100,
+# once: the driver caches it; the GPU == CPU tests pass that way). `all`
+# is the five-architecture build that packages need, and what `make
+# install` builds unless CUDA_ARCH is given (`make install CUDA_ARCH=auto`
+# installs a build for this machine).
+CUDA_ARCH_ALL := 75 80 86 89 90
+CUDA_ARCH_OLDEST := 75
+CUDA_ARCH ?= $(if $(filter install,$(MAKECMDGOALS)),all,auto)
 STB_INCLUDE ?= /usr/include/stb
 PREFIX ?= /usr/local
 CC ?= cc
@@ -61,11 +77,32 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC := $(wildcard kernels/*.cu)
 
 ifneq ($(NVCC),)
-  BACKEND := CPU and CUDA ($(NVCC), sm_$(firstword $(CUDA_ARCH))-sm_$(lastword $(CUDA_ARCH)))
   CFLAGS += -DGIMG_HAVE_CUDA -isystem $(CUDA_HOME)/include
-  # SASS for every listed architecture, PTX of the newest for later cards.
-  GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-             -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH))
+  ifeq ($(strip $(CUDA_ARCH)),native)
+    GENCODE := -arch=native
+    BACKEND := CPU and CUDA ($(NVCC), -arch=native)
+  else
+    ifeq ($(strip $(CUDA_ARCH)),all)
+      CUDA_ARCH_LIST := $(CUDA_ARCH_ALL)
+      ARCH_NOTE := every architecture, CUDA_ARCH=all
+    else ifneq ($(filter-out auto,$(strip $(CUDA_ARCH))),)
+      CUDA_ARCH_LIST := $(CUDA_ARCH)
+      ARCH_NOTE := CUDA_ARCH=$(CUDA_ARCH)
+    else
+      # The compute capabilities of the visible GPUs ("90", "80,90"), from
+      # the program nvcc's -arch=native asks (CUDA 11.6 and later, beside
+      # nvcc), else from nvidia-smi ("9.0"); both fail without a GPU.
+      CUDA_GPU_ARCH := $(shell { "$$(dirname "$$(readlink -f "$$(command -v '$(NVCC)')")")/__nvcc_device_query" || \
+                           nvidia-smi --query-gpu=compute_cap --format=csv,noheader | tr -d .; } 2>/dev/null | \
+                         grep -xE '[0-9]+(,[0-9]+)*' | tr , '\n' | sort -nu)
+      CUDA_ARCH_LIST := $(or $(CUDA_GPU_ARCH),$(CUDA_ARCH_OLDEST))
+      ARCH_NOTE := $(if $(CUDA_GPU_ARCH),this machine's GPUs,no GPU here; CUDA_ARCH=all builds every architecture)
+    endif
+    # SASS for every listed architecture, PTX of the newest for later cards.
+    GENCODE := $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -gencode arch=compute_$(lastword $(CUDA_ARCH_LIST)),code=compute_$(lastword $(CUDA_ARCH_LIST))
+    BACKEND := CPU and CUDA ($(NVCC), $(patsubst %,sm_%,$(CUDA_ARCH_LIST)) + compute_$(lastword $(CUDA_ARCH_LIST)) PTX: $(ARCH_NOTE))
+  endif
   NVCCFLAGS ?= -O3 -lineinfo
   NVCCFLAGS += -std=c++17 $(GENCODE) -DGIMG_HAVE_CUDA -Ilib -Ikernels -Xcompiler -Wall,-fPIC,-fopenmp
   CU_OBJ := $(CU_SRC:%.cu=$(BUILD)/%.o)

@@ -5,6 +5,9 @@
  *   gconv -k SPEC [-k SPEC...] [options] INPUT [OUTPUT]       see gconv(1)
  *   gconv -k SPEC [-k SPEC...] [options] -o DIR/|PATTERN INPUT...
  *
+ * Custom kernels are divided by their sum (unless it is 0) by default, as
+ * ImageMagick's -convolve does; --no-normalize applies them as written.
+ *
  * Exit status: 0 success, 1 runtime error, 2 usage error (kernel
  * specifications included, checked before the input is read).
  */
@@ -17,16 +20,20 @@
 #define TOOL "gconv"
 #define MAX_KERNELS 64
 
-enum { OPT_KERNEL, OPT_CORRELATE, OPT_NORMALIZE, OPT_SCALE, OPT_BIAS, OPT_ABS, OPT_BORDER,
-       OPT_ALPHA };
+enum { OPT_KERNEL, OPT_CORRELATE, OPT_NORMALIZE, OPT_NO_NORMALIZE, OPT_SCALE, OPT_BIAS, OPT_ABS,
+       OPT_BORDER, OPT_ALPHA };
 
 static const gimg_cli_option k_options[] = {
     {"kernel", 'k', "SPEC",
-     "a named kernel (NAME[:ARG[:ARG]]), rows of numbers ('1 2 1; 2 4 2; 1 2 1') or @FILE; "
-     "repeat to apply several in order", OPT_KERNEL},
+     "a named kernel (NAME[:ARG[:ARG]]), rows of numbers ('1 2 1; 2 4 2; 1 2 1', or n*n "
+     "numbers in one flat list for n x n: '1,2,1,2,4,2,1,2,1') or @FILE; repeat to apply "
+     "several in order", OPT_KERNEL},
     {"correlate", 0, NULL, "apply custom kernels unrotated (correlation)", OPT_CORRELATE},
-    {"normalize", 0, NULL, "divide custom kernels by their sum (when it is not zero)",
-     OPT_NORMALIZE},
+    {"normalize", 0, NULL,
+     "divide custom kernels by their sum unless it is 0, as ImageMagick's -convolve does "
+     "(the default)", OPT_NORMALIZE},
+    {"no-normalize", 0, NULL, "apply custom kernels as written, not divided by their sum",
+     OPT_NO_NORMALIZE},
     {"scale", 0, "F", "multiply the result by F (default 1)", OPT_SCALE},
     {"bias", 0, "B", "add B to the result, after --scale (default 0)", OPT_BIAS},
     {"abs", 0, NULL, "take the absolute value of the result before rounding", OPT_ABS},
@@ -37,19 +44,26 @@ static const gimg_cli_option k_options[] = {
 
 typedef struct {
     const char *specs[MAX_KERNELS];
-    int n_specs, correlate, normalize;
+    int n_specs, correlate;
+    int normalize; /* 1 unless --no-normalize: the last of the two wins */
     gimg_conv_opts opts;
 } settings;
 
+/* The index of arg in names; otherwise a usage error that lists them all:
+ * "--border: unknown mode 'edge' (clamp, mirror, reflect, wrap, zero)". */
 static gimg_status pick(const char *what, const char *arg, const char *const *names, int n,
                         int *out)
 {
-    for (int i = 0; i < n; i++)
+    char valid[256] = "";
+    for (int i = 0; i < n; i++) {
         if (!strcmp(arg, names[i])) {
             *out = i;
             return GIMG_OK;
         }
-    return gimg_fail(GIMG_E_USAGE, "%s: unknown mode '%s'", what, arg);
+        size_t used = strlen(valid);
+        snprintf(valid + used, sizeof valid - used, "%s%s", i ? ", " : "", names[i]);
+    }
+    return gimg_fail(GIMG_E_USAGE, "%s: unknown mode '%.100s' (%s)", what, arg, valid);
 }
 
 static gimg_status handle_option(void *user, int key, const char *arg)
@@ -68,6 +82,7 @@ static gimg_status handle_option(void *user, int key, const char *arg)
         break;
     case OPT_CORRELATE: s->correlate = 1; break;
     case OPT_NORMALIZE: s->normalize = 1; break;
+    case OPT_NO_NORMALIZE: s->normalize = 0; break;
     case OPT_ABS: s->opts.absolute = 1; break;
     case OPT_SCALE:
         if (!(st = gimg_cli_parse_double("--scale", arg, -1e30, 1e30, &v)))
@@ -98,7 +113,7 @@ static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gi
 
 int main(int argc, char **argv)
 {
-    settings s = {0};
+    settings s = {.normalize = 1};
     gimg_conv_opts_init(&s.opts);
     const gimg_cli_spec spec = {
         .tool = TOOL,
@@ -140,9 +155,12 @@ int main(int argc, char **argv)
     if (c.verbose)
         for (int i = 0; i < s.opts.n_kernels; i++) {
             const gimg_kernel *k = &kernels[i];
-            fprintf(stderr, "%s: kernel %d: %s, %dx%d, %s\n", TOOL, i + 1, k->name, k->width,
+            fprintf(stderr, "%s: kernel %d: %s, %dx%d, %s", TOOL, i + 1, k->name, k->width,
                     k->height, k->kind == GIMG_KERNEL_SEPARABLE ? "separable"
                                : k->kind == GIMG_KERNEL_MAGNITUDE ? "gradient magnitude" : "dense");
+            if (k->divided_by != 0) /* say so: the default changes what was typed */
+                fprintf(stderr, ", divided by its sum %g", k->divided_by);
+            fputc('\n', stderr);
         }
     gimg_install_signal_cleanup();
     const gimg_driver driver = {.tool = TOOL, .transform = transform, .user = &s};

@@ -19,7 +19,7 @@
 
 #define TOOL "ghist"
 
-enum { OPT_BINS, OPT_RANGE, OPT_CHANNEL, OPT_LUMA, OPT_CUMULATIVE, OPT_NORMALIZE, OPT_CSV,
+enum { OPT_BINS, OPT_RANGE, OPT_CHANNEL, OPT_LUMA, OPT_CUMULATIVE, OPT_FRACTIONS, OPT_CSV,
        OPT_JSON, OPT_PLOT, OPT_EQUALIZE };
 
 static const gimg_cli_option k_options[] = {
@@ -33,7 +33,7 @@ static const gimg_cli_option k_options[] = {
      OPT_LUMA},
     {"cumulative", 0, NULL, "running sums (below the range included) instead of counts",
      OPT_CUMULATIVE},
-    {"normalize", 0, NULL, "fractions of the pixel count instead of counts", OPT_NORMALIZE},
+    {"fractions", 0, NULL, "fractions of the pixel count instead of counts", OPT_FRACTIONS},
     {"csv", 0, NULL, "print CSV: bin,lo,hi and a column per channel", OPT_CSV},
     {"json", 0, NULL, "print one JSON object per input file, one per line", OPT_JSON},
     {"plot", 0, "FILE", "also draw the histogram into FILE (PNG by extension)", OPT_PLOT},
@@ -41,6 +41,9 @@ static const gimg_cli_option k_options[] = {
      OPT_EQUALIZE},
     {NULL, 0, NULL, NULL, 0},
 };
+
+/* Old names: unknown options whose message names the new one. */
+static const char *const k_renamed[] = {"normalize", "fractions", NULL};
 
 static const char *const k_channel_names[] = {"gray", "red", "green", "blue", "alpha", "luma",
                                               NULL};
@@ -51,7 +54,7 @@ typedef struct {
     int have_bins, have_range;
     const char *channel_list;
     unsigned channel_mask;  /* 0: every channel (and luma with --luma) */
-    int luma, cumulative, normalize, csv, json;
+    int luma, cumulative, fractions, csv, json;
     const char *plot, *equalize;
 } settings;
 
@@ -74,7 +77,7 @@ static gimg_status handle_option(void *user, int key, const char *arg)
         return gimg_parse_name_list("--channel", arg, k_channel_names, &s->channel_mask);
     case OPT_LUMA: s->luma = 1; break;
     case OPT_CUMULATIVE: s->cumulative = 1; break;
-    case OPT_NORMALIZE: s->normalize = 1; break;
+    case OPT_FRACTIONS: s->fractions = 1; break;
     case OPT_CSV: s->csv = 1; break;
     case OPT_JSON: s->json = 1; break;
     case OPT_PLOT:
@@ -92,7 +95,7 @@ static gimg_status finish_settings(const settings *s)
 {
     if (s->csv && s->json)
         return gimg_fail(GIMG_E_USAGE, "--csv and --json exclude each other");
-    if (s->equalize && (s->csv || s->json || s->cumulative || s->normalize || s->channel_list ||
+    if (s->equalize && (s->csv || s->json || s->cumulative || s->fractions || s->channel_list ||
                         s->have_range || s->have_bins))
         return gimg_fail(GIMG_E_USAGE, "--equalize takes no counting options (only --luma "
                                        "and --plot)");
@@ -158,9 +161,9 @@ static double *values(const settings *s, const gimg_hist *h, const selection *se
         for (int b = 0; b < h->bins; b++) {
             double cnt = (double)h->counts[(size_t)c * h->bins + b];
             sum += cnt;
-            v[k * rows + b] = (s->cumulative ? sum : cnt) / (s->normalize ? pixels : 1);
+            v[k * rows + b] = (s->cumulative ? sum : cnt) / (s->fractions ? pixels : 1);
         }
-        const double div = s->normalize ? pixels : 1;
+        const double div = s->fractions ? pixels : 1;
         v[k * rows + h->bins] = (double)h->below[c] / div;
         v[k * rows + h->bins + 1] = (double)h->above[c] / div;
         v[k * rows + h->bins + 2] = (double)h->nan[c] / div;
@@ -175,7 +178,7 @@ static double edge(const gimg_hist *h, int b)
 
 static void print_value(FILE *f, const settings *s, double v, int width)
 {
-    if (s->normalize)
+    if (s->fractions)
         fprintf(f, " %*.*g", width, 9, v);
     else
         fprintf(f, " %*.0f", width, v);
@@ -187,7 +190,7 @@ static void print_table(FILE *f, const settings *s, const char *name, const gimg
     const int rows = h->bins + 3;
     fprintf(f, "# %s: %dx%d, %d bins over [%.10g, %.10g%c%s%s\n", name, im->width, im->height,
            h->bins, h->lo, h->hi, im->sample == GIMG_F32 ? ']' : ')',
-           s->cumulative ? ", cumulative" : "", s->normalize ? ", fractions" : "");
+           s->cumulative ? ", cumulative" : "", s->fractions ? ", fractions" : "");
     fprintf(f, "%6s %12s", "bin", "lo");
     for (int k = 0; k < sel->n; k++)
         fprintf(f, " %12s", sel->name[k]);
@@ -216,7 +219,7 @@ static void print_table(FILE *f, const settings *s, const char *name, const gimg
 static void print_csv_number(FILE *f, const settings *s, double v)
 {
     fputc(',', f);
-    if (s->normalize)
+    if (s->fractions)
         gimg_json_number(f, v);
     else
         fprintf(f, "%.0f", v);
@@ -256,7 +259,7 @@ static void print_json_values(FILE *f, const settings *s, const double *v, int n
     for (int i = 0; i < n; i++) {
         if (i)
             fputc(',', f);
-        if (s->normalize)
+        if (s->fractions)
             gimg_json_number(f, v[i]);
         else
             fprintf(f, "%.0f", v[i]);
@@ -274,8 +277,8 @@ static void print_json(FILE *f, const settings *s, const char *name, const gimg_
     gimg_json_number(f, h->lo);
     fputc(',', f);
     gimg_json_number(f, h->hi);
-    fprintf(f, "],\"cumulative\":%s,\"normalized\":%s,\"counts\":{", s->cumulative ? "true" : "false",
-           s->normalize ? "true" : "false");
+    fprintf(f, "],\"cumulative\":%s,\"fractions\":%s,\"counts\":{", s->cumulative ? "true" : "false",
+           s->fractions ? "true" : "false");
     for (int k = 0; k < sel->n; k++) {
         fprintf(f, "%s\"%s\":", k ? "," : "", sel->name[k]);
         print_json_values(f, s, v + k * rows, h->bins);
@@ -285,7 +288,7 @@ static void print_json(FILE *f, const settings *s, const char *name, const gimg_
         fprintf(f, "},\"%s\":{", k_outside[o]);
         for (int k = 0; k < sel->n; k++) {
             fprintf(f, "%s\"%s\":", k ? "," : "", sel->name[k]);
-            if (s->normalize)
+            if (s->fractions)
                 gimg_json_number(f, v[k * rows + h->bins + o]);
             else
                 fprintf(f, "%.0f", v[k * rows + h->bins + o]);
@@ -356,7 +359,7 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
     }
     if (!st && s->plot) {
         gimg_hist_plot_opts o = {.title = item->name, .cumulative = s->cumulative,
-                                 .normalize = s->normalize, .pixels = (uint64_t)pixels};
+                                 .normalize = s->fractions, .pixels = (uint64_t)pixels};
         st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &item->image[IMG_PLOT]);
         /* The plot's format is its extension's (-f is the equalized image's),
          * PNG without one. */
@@ -427,13 +430,14 @@ int main(int argc, char **argv)
         .user = &s,
         .omit = GIMG_CLI_NO_OUTPUT,
         .with = GIMG_CLI_WITH_BATCH,
+        .renamed = k_renamed,
         .epilogue =
             "Prints a table of bin, lower edge and a count per channel; samples outside\n"
             "the range are counted apart (below, above, nan). INPUT may be '-' for standard\n"
-            "input; a PNM/PAM stream there is counted image by image. One report per\n"
-            "input, in order. With several inputs, --plot and --equalize take a pattern\n"
-            "(%f: the input's name without its extension, %i: its number) or a folder\n"
-            "(DIR/); see gimg(7).",
+            "input (read too when no INPUT is given and it is not a terminal); a PNM/PAM\n"
+            "stream there is counted image by image. One report per input, in order.\n"
+            "With several inputs, --plot and --equalize take a pattern (%f: the input's\n"
+            "name without its extension, %i: its number) or a folder (DIR/); see gimg(7).",
     };
     gimg_cli_common c;
     gimg_status st = gimg_cli_parse(&spec, argc, argv, &c);

@@ -19,7 +19,7 @@
 
 #define TOOL "gstats"
 
-enum { OPT_CHANNEL, OPT_STAT, OPT_PERCENTILES, OPT_REGION, OPT_NORMALIZED, OPT_JSON, OPT_CSV,
+enum { OPT_CHANNEL, OPT_STAT, OPT_PERCENTILES, OPT_REGION, OPT_UNIT_SCALE, OPT_JSON, OPT_CSV,
        OPT_COMPARE };
 
 static const gimg_cli_option k_options[] = {
@@ -30,13 +30,16 @@ static const gimg_cli_option k_options[] = {
      OPT_PERCENTILES},
     {"region", 0, "WxH+X+Y", "measure only this rectangle (ImageMagick geometry; clipped to "
                              "the image)", OPT_REGION},
-    {"normalized", 0, NULL, "report values on a 0-1 scale (divided by the maxval: 255, 65535 "
-                            "or the file's own) instead of sample units", OPT_NORMALIZED},
+    {"unit-scale", 0, NULL, "report values on a 0 to 1 scale (divided by the maxval: 255, "
+                            "65535 or the file's own) instead of sample units", OPT_UNIT_SCALE},
     {"json", 0, NULL, "print one JSON object per input file, one per line", OPT_JSON},
     {"csv", 0, NULL, "print CSV: a header, then one row per file and channel", OPT_CSV},
     {"compare", 0, "REFERENCE", "compare each INPUT with REFERENCE instead", OPT_COMPARE},
     {NULL, 0, NULL, NULL, 0},
 };
+
+/* Old names: unknown options whose message names the new one. */
+static const char *const k_renamed[] = {"normalized", "unit-scale", NULL};
 
 /* ------------------------------------------------------------- columns */
 
@@ -63,7 +66,7 @@ typedef struct {
     const char *channel_list, *stat_list, *percentile_list;
     int have_region;
     gimg_region region;
-    int normalized, json, csv;
+    int unit_scale, json, csv;
     const char *reference;
     /* Derived once the options are all known. */
     unsigned channel_mask;  /* 0: every channel and all */
@@ -85,7 +88,7 @@ static gimg_status handle_option(void *user, int key, const char *arg)
     case OPT_REGION:
         s->have_region = 1;
         return gimg_parse_region(arg, &s->region);
-    case OPT_NORMALIZED: s->normalized = 1; break;
+    case OPT_UNIT_SCALE: s->unit_scale = 1; break;
     case OPT_JSON: s->json = 1; break;
     case OPT_CSV: s->csv = 1; break;
     case OPT_COMPARE: s->reference = arg; break;
@@ -221,7 +224,7 @@ typedef struct {
 static cell stat_cell(const settings *s, const gimg_channel_stats *c, double peak,
                       const column *col)
 {
-    const double k = s->normalized ? 1 / peak : 1;
+    const double k = s->unit_scale ? 1 / peak : 1;
     if (col->stat < 0)
         return (cell){c->percentile[col->percentile] * k, 0};
     switch (col->stat) {
@@ -241,7 +244,7 @@ static cell stat_cell(const settings *s, const gimg_channel_stats *c, double pea
 static cell diff_cell(const settings *s, const gimg_channel_diff *d, double peak,
                       const column *col)
 {
-    const double k = s->normalized ? 1 / peak : 1;
+    const double k = s->unit_scale ? 1 / peak : 1;
     switch (col->stat) {
     case CMP_COUNT: return (cell){(double)d->count, 1};
     case CMP_DIFFERING: return (cell){(double)d->differing, 1};
@@ -416,8 +419,8 @@ static void print_json(FILE *f, const settings *s, const report *r, const char *
     if (s->have_region)
         fprintf(f, ", \"region\": {\"width\": %d, \"height\": %d, \"x\": %d, \"y\": %d}",
                r->region.width, r->region.height, r->region.x, r->region.y);
-    if (s->normalized)
-        fputs(", \"normalized\": true", f);
+    if (s->unit_scale)
+        fputs(", \"unit_scale\": true", f);
     fputs(", \"stats\": {", f);
     for (int i = 0; i < n_rows; i++) {
         fprintf(f, "%s\"%s\": {", i ? ", " : "", row_name(r, rows[i]));
@@ -640,8 +643,10 @@ int main(int argc, char **argv)
             "Statistics: count, nan, inf, min, max, sum, mean, stddev, median, entropy and\n"
             "pN (the N-th percentile). With --compare: count, differing, maxdiff, mae, mse,\n"
             "rmse, psnr. One input, one channel (-c) and one statistic (-s) print the bare\n"
-            "number. INPUT may be '-' for standard input; a PNM/PAM stream there is\n"
-            "measured image by image. One report per input, in order; see gimg(7).",
+            "number. INPUT may be '-' for standard input (read too when no INPUT is given\n"
+            "and it is not a terminal); a PNM/PAM stream there is measured image by image.\n"
+            "One report per input, in order; see gimg(7).",
+        .renamed = k_renamed,
     };
     gimg_cli_common c;
     gimg_status st = gimg_cli_parse(&spec, argc, argv, &c);

@@ -53,6 +53,7 @@ int main(int argc, char **argv)
         .user = &s,
         .with = GIMG_CLI_WITH_BATCH,
         .epilogue = "INPUT and OUTPUT may be '-' for standard input and output; without\n"
+                    "INPUT, standard input is read when it is not a terminal; without\n"
                     "OUTPUT or -o the image goes to standard output. A PNM/PAM stream on\n"
                     "standard input is transformed image by image. With -o DIR/ or -o\n"
                     "PATTERN, every operand is an input: see gimg(7).",

@@ -61,6 +61,9 @@ cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane out, int wi
  * gimg_cuda_conv_separable_fits(); otherwise run two dense passes (1 x kw
  * then kh x 1, taps at offsets 0 and GIMG_CUDA_CONV_COL_OFFSET) through a
  * float image, which is also faster for tall kernels (GIMG_CUDA_CONV_FUSE_MAX_KH).
+ * Types: out of in's type with the epilogue, or F32 to raw F32 (the
+ * dense pass's other combinations are not compiled here:
+ * cudaErrorInvalidValue).
  */
 #define GIMG_CUDA_CONV_COL_OFFSET 8192
 /* Fused up to this height (measured on the H100, 8192x8192 RGB: radius 15,

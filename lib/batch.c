@@ -1,5 +1,7 @@
 /* batch.c — input lists, output names and the overlapping pipeline. */
 #include "batch.h"
+#include "cli.h"
+#include "io_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,20 +14,66 @@
 
 /* ------------------------------------------------------------ input lists */
 
+/* Where the check of a list has got to: it reads the list as it arrives,
+ * so that an endless input (/dev/zero, `yes`) is refused after its first
+ * PATH_MAX bytes rather than read to the input limit. A list holds file
+ * names: none longer than PATH_MAX, no NUL inside a line, and no run of
+ * PATH_MAX empty entries (which only an endless or binary input has). */
+typedef struct {
+    char sep;
+    size_t pos;          /* bytes checked */
+    size_t entry_start;  /* where the current entry began */
+    size_t entry_number; /* 1-based: the line (or NUL-ended name) it is */
+    size_t empty_run;    /* empty entries just before it */
+    int refused;         /* the check failed (not an empty file) */
+} list_scan;
+
+static gimg_status list_check(const unsigned char *buf, size_t len, int at_end, void *user)
+{
+    list_scan *sc = user;
+    const char *what = sc->sep ? "line" : "name";
+    sc->refused = 1; /* until it returns GIMG_OK */
+    for (; sc->pos < len; sc->pos++) {
+        const unsigned char ch = buf[sc->pos];
+        if (ch != (unsigned char)sc->sep) {
+            if (ch == '\0')
+                return gimg_fail(GIMG_E_FORMAT, "line %zu holds a NUL byte (for a list of "
+                                                "NUL-separated names, add -0)", sc->entry_number);
+            if (sc->pos - sc->entry_start >= PATH_MAX)
+                return gimg_fail(GIMG_E_FORMAT, "%s %zu is longer than a path can be (%d bytes): "
+                                                "not a list of file names", what, sc->entry_number,
+                                 PATH_MAX);
+            continue;
+        }
+        sc->empty_run = sc->pos == sc->entry_start ? sc->empty_run + 1 : 0;
+        if (sc->empty_run >= PATH_MAX)
+            return gimg_fail(GIMG_E_FORMAT, "%zu empty %ss in a row: not a list of file names",
+                             sc->empty_run, what);
+        sc->entry_start = sc->pos + 1;
+        sc->entry_number++;
+    }
+    sc->refused = 0;
+    return GIMG_OK;
+}
+
 gimg_status gimg_read_file_list(const char *path, int nul, char ***paths, int *n)
 {
     unsigned char *buf;
     size_t len;
     *paths = NULL;
     *n = 0;
-    gimg_status st = gimg_slurp(path, &buf, &len);
-    if (st == GIMG_E_FORMAT) { /* gimg_slurp's "empty file": an empty list */
+    char sep = nul ? '\0' : '\n';
+    list_scan scan = {.sep = sep, .entry_number = 1};
+    gimg_status st = gimg_slurp_checked(path, 0, list_check, &scan, &buf, &len);
+    if (st == GIMG_E_FORMAT && !scan.refused) { /* "empty file": an empty list */
         buf = NULL;
         len = 0;
     } else if (st) {
         return st;
+    } else if ((st = list_check(buf, len, 1, &scan))) { /* a regular file, read whole */
+        gimg_slurp_free(buf, len);
+        return st;
     }
-    char sep = nul ? '\0' : '\n';
     size_t count = 0;
     for (size_t i = 0; i < len; i++)
         count += buf[i] == (unsigned char)sep;
@@ -87,9 +135,10 @@ gimg_status gimg_make_output_folder(const char *spec)
             continue;
         *p = '\0';
         if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir, strerror(errno));
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", gimg_cli_name(dir, 1),
+                           strerror(errno));
         else if (!is_directory(dir))
-            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", dir,
+            st = gimg_fail(GIMG_E_IO, "cannot create the folder %s: %s", gimg_cli_name(dir, 1),
                            "a file of that name is in the way");
         *p = '/';
     }
@@ -97,6 +146,18 @@ gimg_status gimg_make_output_folder(const char *spec)
     return st;
 }
 
+gimg_status gimg_make_parent_folders(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return GIMG_OK;
+    char *dir = strndup(path, (size_t)(slash - path) + 1); /* with its '/' */
+    if (!dir)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_status st = gimg_make_output_folder(dir);
+    free(dir);
+    return st;
+}
 
 int gimg_pattern_numbers(const char *spec)
 {
@@ -229,7 +290,8 @@ gimg_status gimg_output_path(const char *spec, const char *input, int index, con
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     if (b.len == 0) {
         free(b.data);
-        return gimg_fail(GIMG_E_USAGE, "-o: '%s' gives an empty name for %s", spec, input);
+        return gimg_fail(GIMG_E_USAGE, "-o: '%s' gives an empty name for %s",
+                         gimg_cli_name(spec, 1), gimg_cli_name(input, 0));
     }
     *out = b.data;
     return GIMG_OK;
@@ -303,8 +365,9 @@ gimg_status gimg_check_output_collisions(char *const *inputs, char *const *outpu
         for (int i = 1; i < m; i++)
             if (!strcmp(k[i - 1].key, k[i].key)) {
                 st = gimg_fail(GIMG_E_USAGE, "'%s' and '%s' would both be written to '%s'",
-                               inputs[k[i - 1].index], inputs[k[i].index],
-                               outputs[k[i].index]);
+                               gimg_cli_name(inputs[k[i - 1].index], 0),
+                               gimg_cli_name(inputs[k[i].index], 0),
+                               gimg_cli_name(outputs[k[i].index], 1));
                 break;
             }
     }
@@ -348,6 +411,7 @@ typedef struct {
     int loading;       /* an ordered load is running */
     int stopped;       /* fail_fast after a failure: no new loads */
     int shutdown;      /* the finisher is done: threads exit */
+    int busy;          /* stage callbacks running now (for spec->max_busy) */
     gimg_status first_failure;
     int lane_counter;
 } pipeline;
@@ -394,6 +458,19 @@ static int may_load(const pipeline *p)
     return p->n_total < 0 || p->next_load < p->n_total;
 }
 
+/* 1 if a stage may start now under spec->max_busy; the caller holds the lock.
+ * A stage that starts counts itself in p->busy until it ends (end_stage). */
+static int may_start(const pipeline *p)
+{
+    return p->spec->max_busy <= 0 || p->busy < p->spec->max_busy;
+}
+
+static void end_stage(pipeline *p)
+{
+    p->busy--;
+    pthread_cond_broadcast(&p->changed);
+}
+
 /* Worker: stores finished computations first (they free memory), else loads. */
 static void *worker_main(void *arg)
 {
@@ -403,6 +480,10 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&p->lock);
     while (!p->shutdown) {
         int i, found = -1;
+        if (!may_start(p)) {
+            pthread_cond_wait(&p->changed, &p->lock);
+            continue;
+        }
         for (i = p->next_finish; i < p->next_load; i++)
             if (slot_of(p, i)->state == SLOT_COMPUTED) {
                 found = i;
@@ -411,9 +492,11 @@ static void *worker_main(void *arg)
         if (found >= 0) {
             slot *s = slot_of(p, found);
             s->state = SLOT_STORING;
+            p->busy++;
             pthread_mutex_unlock(&p->lock);
             gimg_status st = spec->store(spec->user, found, s->data);
             pthread_mutex_lock(&p->lock);
+            end_stage(p);
             stage_done(p, found, st, SLOT_DONE);
             continue;
         }
@@ -422,10 +505,12 @@ static void *worker_main(void *arg)
             slot *s = slot_of(p, i);
             *s = (slot){.state = SLOT_LOADING};
             p->loading = spec->ordered_load;
+            p->busy++;
             pthread_mutex_unlock(&p->lock);
             void *data = NULL;
             gimg_status st = spec->load(spec->user, i, &data);
             pthread_mutex_lock(&p->lock);
+            end_stage(p);
             p->loading = 0;
             if (!st && !data && spec->n_items < 0) {
                 /* The end of an ordered input: item i does not exist. */
@@ -463,15 +548,17 @@ static void *lane_main(void *arg)
                 found = i;
                 break;
             }
-        if (found < 0) {
+        if (found < 0 || !may_start(p)) {
             pthread_cond_wait(&p->changed, &p->lock);
             continue;
         }
         slot *s = slot_of(p, found);
         s->state = SLOT_COMPUTING;
+        p->busy++;
         pthread_mutex_unlock(&p->lock);
         gimg_status st = spec->compute(spec->user, lane, found, s->data);
         pthread_mutex_lock(&p->lock);
+        end_stage(p);
         stage_done(p, found, st, after(spec, SLOT_COMPUTED));
     }
     pthread_mutex_unlock(&p->lock);
@@ -538,10 +625,11 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
         if (all_done)
             break;
         slot *s = slot_of(&p, i);
-        if (i >= p.next_load || s->state != SLOT_DONE) {
+        if (i >= p.next_load || s->state != SLOT_DONE || !may_start(&p)) {
             pthread_cond_wait(&p.changed, &p.lock);
             continue;
         }
+        p.busy++; /* finish may encode (a transform's standard output) */
         pthread_mutex_unlock(&p.lock);
         if (spec->progress)
             fputs("\r\033[K", stderr);
@@ -552,6 +640,7 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
         if (spec->progress)
             show_progress(spec, i + 1, t0);
         pthread_mutex_lock(&p.lock);
+        p.busy--;
         s->state = SLOT_FREE;
         s->data = NULL;
         p.bytes_in_flight -= s->bytes;

@@ -32,8 +32,11 @@ extern "C" {
 
 /* Reads paths from path ("-" = standard input): one per line, or separated
  * by NUL bytes when nul is set (for names holding newlines: find -print0).
- * Empty entries are skipped; nothing else is trimmed. *paths is a
- * NULL-terminated array the caller releases with gimg_file_list_free(). */
+ * Empty entries are skipped; nothing else is trimmed. A NUL in a line
+ * (without nul), an entry of PATH_MAX bytes or more, or PATH_MAX empty
+ * entries in a row is refused (GIMG_E_FORMAT) as soon as it is read, so an
+ * endless list (/dev/zero) ends at once. *paths is a NULL-terminated array
+ * the caller releases with gimg_file_list_free(). */
 gimg_status gimg_read_file_list(const char *path, int nul, char ***paths, int *n);
 void gimg_file_list_free(char **paths);
 
@@ -58,6 +61,9 @@ int gimg_pattern_numbers(const char *spec);
  * as mkdir -p does, when it does not exist; other specs: nothing. Called
  * after every check and before any work. */
 gimg_status gimg_make_output_folder(const char *spec);
+/* The folders an output path names (those of "out/%d/%f.png" once named,
+ * for each input), made with their parents when they do not exist. */
+gimg_status gimg_make_parent_folders(const char *path);
 /* Fails with GIMG_E_USAGE, naming both inputs, when two outputs name the
  * same file (compared after resolving their folders), before any work. */
 gimg_status gimg_check_output_collisions(char *const *inputs, char *const *outputs, int n);
@@ -71,6 +77,9 @@ typedef struct {
                           worker for single-threaded CPU work */
     int lane_threads;  /* OpenMP threads each lane's compute may use (>= 1) */
     int worker_threads; /* OpenMP threads each worker's load and store may use (>= 1) */
+    int max_busy;      /* the most stage callbacks (load, compute, store) running at
+                          once, so that workers and lanes together use no more CPU
+                          threads than that; 0 = no bound (GPU lanes, which wait) */
     int max_in_flight; /* items loaded but not finished; 0 = workers + 2 * lanes */
     /* With item_bytes: past workers + 2 * lanes items in flight, load more
      * (up to max_in_flight) only while those in flight hold fewer bytes

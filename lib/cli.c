@@ -11,9 +11,11 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
     K_OUTPUT = -1,
@@ -161,6 +163,135 @@ static const gimg_cli_option *find_short(const gimg_cli_spec *spec, int letter)
     return NULL;
 }
 
+/* ------------------------------------------------- unknown long options */
+
+enum { MAX_NAME = 48, MAX_SUGGESTIONS = 4 };
+
+/* The edit distance between a[0..la) and b (insertions, deletions,
+ * substitutions and swaps of neighbours, each 1): "--verbsoe" is one swap
+ * from --verbose. Names longer than MAX_NAME are far from everything. */
+static int edit_distance(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b);
+    if (la > MAX_NAME || lb > MAX_NAME)
+        return MAX_NAME;
+    int d[MAX_NAME + 1][MAX_NAME + 1];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* What the user may have meant by an unknown long option: the options it
+ * is the start of ("--verb": --verbose), else those nearest to it, within a
+ * distance that grows with its length (1 up to 4 letters, 2 up to 8, then
+ * 3). A renamed option's old name counts as its new one. */
+typedef struct {
+    const char *names[MAX_SUGGESTIONS];
+    int n;
+} suggestions;
+
+static void consider(suggestions *s, const char *target)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->names[i], target))
+            return;
+    if (s->n < MAX_SUGGESTIONS)
+        s->names[s->n++] = target;
+}
+
+/* Calls fn(name, target) for every long name the tool knows: its options,
+ * the common ones it has, and the old names of renamed ones. */
+static void each_long_name(const gimg_cli_spec *spec,
+                           void (*fn)(void *, const char *, const char *), void *arg)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const gimg_cli_option *o = pass ? k_common : spec->options;
+        for (; o && !table_end(o); o++)
+            if (o->long_name && (!pass || common_enabled(spec, o->key)))
+                fn(arg, o->long_name, o->long_name);
+    }
+    for (const char *const *r = spec->renamed; r && r[0] && r[1]; r += 2)
+        fn(arg, r[0], r[1]);
+}
+
+typedef struct {
+    const char *typed;
+    size_t len;
+    int prefix;        /* 1: collect the names typed is the start of */
+    int max_distance;  /* otherwise: collect those this near */
+    suggestions *out;
+} search;
+
+static void by_prefix(void *arg, const char *name, const char *target)
+{
+    search *s = arg;
+    if (strlen(name) > s->len && !memcmp(name, s->typed, s->len))
+        consider(s->out, target);
+}
+
+static void by_distance(void *arg, const char *name, const char *target)
+{
+    search *s = arg;
+    if (edit_distance(s->typed, s->len, name) == s->max_distance)
+        consider(s->out, target);
+}
+
+static void nearest_distance(void *arg, const char *name, const char *target)
+{
+    (void)target;
+    search *s = arg;
+    int d = edit_distance(s->typed, s->len, name);
+    if (d < s->max_distance)
+        s->max_distance = d;
+}
+
+/* The message for an unknown long option name[0..len). */
+static gimg_status unknown_long(const gimg_cli_spec *spec, const char *name, size_t len)
+{
+    for (const char *const *r = spec->renamed; r && r[0] && r[1]; r += 2)
+        if (strlen(r[0]) == len && !memcmp(r[0], name, len))
+            return gimg_fail(GIMG_E_USAGE, "unknown option '--%.*s' (it is now --%s)", (int)len,
+                             name, r[1]);
+    suggestions found = {{0}, 0};
+    search s = {name, len, 1, 0, &found};
+    if (len >= 2)
+        each_long_name(spec, by_prefix, &s);
+    if (!found.n) {
+        const int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+        s.max_distance = limit + 1;
+        each_long_name(spec, nearest_distance, &s);
+        if (s.max_distance <= limit)
+            each_long_name(spec, by_distance, &s);
+    }
+    if (!found.n)
+        return gimg_fail(GIMG_E_USAGE, "unknown option '--%.*s'", (int)len, name);
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < found.n; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s--%s",
+                         i == 0 ? "" : i == found.n - 1 ? " or " : ", ", found.names[i]);
+        if (w < 0 || (size_t)w >= sizeof list - used)
+            break;
+        used += (size_t)w;
+    }
+    return gimg_fail(GIMG_E_USAGE, "unknown option '--%.*s' (did you mean %s?)", (int)len, name,
+                     list);
+}
+
 static void operand_limits(const gimg_cli_spec *spec, int *min, int *max)
 {
     if (spec->min_operands == 0 && spec->max_operands == 0) {
@@ -284,12 +415,12 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         return GIMG_OK;
     case K_FORMAT:
         c->write.format = gimg_format_from_name(arg);
-        if (c->write.format == GIMG_FMT_UNKNOWN)
-            return gimg_fail(GIMG_E_USAGE,
-                             "unknown format '%s' (png, jpg, tif, webp, bmp, tga, hdr, pnm, ppm, "
-                             "pgm, pam or pfm)", arg);
-        if (!gimg_format_writable(c->write.format))
-            return gimg_fail(GIMG_E_USAGE, "%s: format '%s' is read but not written", name, arg);
+        if (c->write.format == GIMG_FMT_UNKNOWN || !gimg_format_writable(c->write.format))
+            return gimg_fail(GIMG_E_USAGE, "%s: %s '%s' (png, jpg, tif, webp, bmp, tga, hdr, "
+                             "pnm, ppm, pgm, pam or pfm)", name,
+                             c->write.format == GIMG_FMT_UNKNOWN ? "unknown format"
+                                                                 : "cannot write the format",
+                             arg);
         return GIMG_OK;
     case K_JPEG_SUBSAMPLING: {
         static const struct {
@@ -426,7 +557,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             const gimg_cli_option *o = find_long(spec, name, len);
             if (!o)
-                return gimg_fail(GIMG_E_USAGE, "unknown option '--%.*s'", (int)len, name);
+                return unknown_long(spec, name, len);
             const char *arg = NULL;
             if (!o->metavar) {
                 if (eq)
@@ -490,30 +621,41 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
         max = -1;
     if (c->null_separated && !c->files_from)
         return gimg_fail(GIMG_E_USAGE, "-0/--null applies to --files-from, which is missing");
+    /* No input named, and data coming in through a pipe or a file: the
+     * input is standard input, as netpbm's filters do. At a terminal, the
+     * user forgot the operand. */
+    if (nops == 0 && min > 0 && !c->files_from && !isatty(STDIN_FILENO)) {
+        static char dash[] = "-";
+        static char *stdin_operand[] = {dash, NULL};
+        c->operands = stdin_operand;
+        c->n_operands = nops = 1;
+        c->input = dash;
+    }
     if (nops < min)
         return gimg_fail(GIMG_E_USAGE, "missing operand (expected %s)", what);
     if (max >= 0 && nops > max) {
         if (batch && !(spec->omit & GIMG_CLI_NO_OUTPUT))
             return gimg_fail(GIMG_E_USAGE, "extra operand '%s' (several inputs need -o DIR/ or "
-                                           "-o PATTERN)", argv[1 + max]);
-        return gimg_fail(GIMG_E_USAGE, "extra operand '%s'", argv[1 + max]);
+                                           "-o PATTERN)", c->operands[max]);
+        return gimg_fail(GIMG_E_USAGE, "extra operand '%s'", c->operands[max]);
     }
     c->n_inputs = outputs_by_o || max < 0 ? nops : nops < 1 ? nops : 1;
     if (c->files_from && !outputs_by_o && max == 2 && nops == 2)
         return gimg_fail(GIMG_E_USAGE, "with --files-from, outputs are named by -o DIR/ or -o "
                                        "PATTERN");
     if (nops >= 1)
-        c->input = argv[1];
+        c->input = c->operands[0];
     if (max >= 2 && nops >= 2 && !outputs_by_o) {
         if (o_output)
             return gimg_fail(GIMG_E_USAGE, "the output is given twice: -o %s and %s", o_output,
-                             argv[2]);
-        if (!argv[2][0])
+                             c->operands[1]);
+        if (!c->operands[1][0])
             return gimg_fail(GIMG_E_USAGE, "empty output file name");
-        c->output = argv[2];
+        c->output = c->operands[1];
+        c->output_is_operand = 1;
     }
     for (int i = 0; i < c->n_inputs; i++)
-        if (!argv[1 + i][0])
+        if (!c->operands[i][0])
             return gimg_fail(GIMG_E_USAGE, "empty input file name");
 
     if (!device_given && !(spec->omit & GIMG_CLI_NO_DEVICE)) {
@@ -640,11 +782,58 @@ void gimg_cli_print_version(const gimg_cli_spec *spec, FILE *f)
                                               : "CUDA support: not built in (CPU only)");
 }
 
+/* 1 if p starts a byte a terminal may act on: an ASCII control character
+ * (ESC starts the sequences that move the cursor or retitle the window),
+ * DEL, or a C1 control in UTF-8 (U+0080..U+009F: U+009B is a CSI too). */
+static int control_at(const unsigned char *p)
+{
+    return *p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+}
+
+/* Names are escaped as GNU ls -b escapes them: \n, \r, \t and the other C
+ * letters, \ooo in octal for the rest, each byte of a UTF-8 C1 control
+ * too, and then backslashes doubled so that the result is unambiguous.
+ * A name with nothing to escape is returned as it is (no copy, whatever
+ * its length); an escaped one lives in one of a few per-thread buffers,
+ * so that a message may name several files, and is cut with "..." past
+ * PATH_MAX bytes. */
 const char *gimg_cli_name(const char *path, int is_output)
 {
-    if (path && strcmp(path, "-") == 0)
+    enum { RING = 4, CAP = PATH_MAX };
+    static _Thread_local char ring[RING][CAP];
+    static _Thread_local unsigned next;
+    if (!path)
+        return path;
+    if (strcmp(path, "-") == 0)
         return is_output ? "standard output" : "standard input";
-    return path;
+    const unsigned char *p = (const unsigned char *)path;
+    size_t i = 0;
+    while (p[i] && !control_at(p + i))
+        i++;
+    if (!p[i])
+        return path;
+    char *out = ring[next++ % RING];
+    size_t n = 0;
+    for (i = 0; p[i] && n + 8 < CAP; i++) {
+        if (p[i] == '\\') {
+            out[n++] = '\\';
+            out[n++] = '\\';
+        } else if (p[i] >= '\a' && p[i] <= '\r') { /* 7..13: \a \b \t \n \v \f \r */
+            out[n++] = '\\';
+            out[n++] = "abtnvfr"[p[i] - '\a'];
+        } else if (control_at(p + i)) {
+            int bytes = p[i] == 0xc2 ? 2 : 1;
+            for (int k = 0; k < bytes; k++, n += 4)
+                snprintf(out + n, CAP - n, "\\%03o", p[i + (size_t)k]);
+            i += (size_t)bytes - 1;
+        } else {
+            out[n++] = (char)p[i];
+        }
+    }
+    if (p[i])
+        n += (size_t)snprintf(out + n, CAP - n, "...");
+    out[n] = '\0';
+    return out;
 }
 
 int gimg_cli_error(const char *tool, const char *file, gimg_status st)

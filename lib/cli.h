@@ -20,7 +20,15 @@
  * "-ovalue", bundled short flags ("-vq"), options and operands in any order,
  * "--" ends the options, and a lone "-" is an operand (stdin or stdout).
  * Long options must be spelt out in full (no abbreviations), so that adding
- * an option never breaks a script.
+ * an option never breaks a script; an unknown one is an error that names
+ * the options meant ("unknown option '--verb' (did you mean --verbose?)"):
+ * those it is the start of, else the nearest by edit distance, else a
+ * renamed option's new name (gimg_cli_spec.renamed).
+ *
+ * With no operand where an INPUT is needed, no --files-from, and standard
+ * input not a terminal, the input is standard input ("-"), as for netpbm's
+ * filters: "... | gtranspose --op rot90 >out.pam". At a terminal it is
+ * still "missing operand".
  *
  * Errors follow libgimg's convention: a function that fails records one
  * message (gimg_last_error()) and returns a gimg_status; every command-line
@@ -97,6 +105,8 @@ typedef struct {
     unsigned omit;                 /* GIMG_CLI_NO_* */
     unsigned with;                 /* GIMG_CLI_WITH_* */
     const char *epilogue;          /* optional lines printed after the options */
+    const char *const *renamed;    /* optional: pairs of long names {old, new, ...,
+                                      NULL}: old is unknown, its message names new */
 } gimg_cli_spec;
 
 typedef enum {
@@ -110,6 +120,7 @@ typedef struct {
     gimg_cli_action action;
     const char *input;       /* first operand ("-" = stdin); NULL if none */
     const char *output;      /* -o FILE, else the second operand, else "-" (stdout) */
+    int output_is_operand;   /* 1: output is the second operand (OUTPUT), not -o's */
     gimg_write_opts write;   /* -f, --quality, --png-level; format UNKNOWN if no -f */
     gimg_device device;      /* --device, else $GIMG_DEVICE, else auto */
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
@@ -157,7 +168,8 @@ void gimg_cli_print_version(const gimg_cli_spec *spec, FILE *f);
  * adds "Try 'tool --help'.". Returns the exit status for st (gimg_exit_code). */
 int gimg_cli_error(const char *tool, const char *file, gimg_status st);
 /* How messages name a path: "standard input" / "standard output" for "-"
- * (is_output picks which), otherwise path itself. */
+ * (is_output picks which), otherwise path, its control characters escaped
+ * as `ls -b` does (in per-thread storage that holds a few at a time). */
 const char *gimg_cli_name(const char *path, int is_output);
 /* Closes stdout and checks it, so that a failed final write (a full disk, a
  * closed pipe) is not lost: returns 0, or prints "tool: standard output:

@@ -14,6 +14,9 @@
  *    BLACKANDWHITE or BLACKANDWHITE_ALPHA (a known TUPLTYPE must agree with
  *    DEPTH); a missing or unknown TUPLTYPE is taken from DEPTH. Its MAXVAL
  *    is kept like any other (BLACKANDWHITE: samples 0 and 1, maxval 1).
+ *    A comment is a line of its own; a NUL in a header line, a repeated
+ *    WIDTH, HEIGHT, DEPTH or MAXVAL, or 16384 lines without ENDHDR are
+ *    refused (netpbm 11 refuses a comment after a value too).
  *  - PFM: "Pf" gray or "PF" RGB; a negative scale means little-endian
  *    samples, a positive one big-endian. Only its sign is used: the magnitude
  *    is a free "scale" hint most writers set to 1 and readers ignore. Rows
@@ -51,7 +54,14 @@ typedef struct {
     FILE *f;                       /* locked by the caller */
     unsigned char *row;            /* FILE source: one raster row */
     const char *kind;              /* "PNM", "PAM", "PFM": for messages */
+    size_t skipped;                /* whitespace and comment bytes since the last token */
+    int overlong;                  /* more than MAX_SKIPPED_BYTES of them: given up */
 } src;
+
+/* Whitespace and comments between two tokens (or before an image of a
+ * stream) past this are refused: an endless stream of them (`yes ''`,
+ * `yes '#'`) would otherwise be read for ever. */
+#define MAX_SKIPPED_BYTES ((size_t)1 << 20)
 
 static int src_getc(src *s)
 {
@@ -75,6 +85,9 @@ static gimg_status src_eof(src *s, const char *what)
 {
     if (s->f && ferror(s->f))
         return gimg_fail(GIMG_E_IO, "read error: %s", strerror(errno));
+    if (s->overlong)
+        return gimg_fail(GIMG_E_FORMAT, "invalid %s %s: over %zu bytes of whitespace and "
+                                        "comments in a row", s->kind, what, MAX_SKIPPED_BYTES);
     return gimg_fail(GIMG_E_FORMAT, "truncated %s %s", s->kind, what);
 }
 
@@ -99,11 +112,21 @@ static int is_space(int c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* The next byte, counted as skipped: EOF once too many were. */
+static int src_skip_getc(src *s)
+{
+    if (++s->skipped > MAX_SKIPPED_BYTES) {
+        s->overlong = 1;
+        return EOF;
+    }
+    return src_getc(s);
+}
+
 static void skip_comment(src *s)
 {
     int c;
     do
-        c = src_getc(s);
+        c = src_skip_getc(s);
     while (c != EOF && c != '\n' && c != '\r');
 }
 
@@ -112,12 +135,13 @@ static int next_significant(src *s)
 {
     int c;
     for (;;) {
-        c = src_getc(s);
+        c = src_skip_getc(s);
         if (c == '#')
             skip_comment(s);
         else if (!is_space(c))
             break;
     }
+    s->skipped = 0;
     return c;
 }
 
@@ -251,6 +275,10 @@ static gimg_status read_line(src *s, char *buf, size_t cap)
             return src_eof(s, "header");
         if (c == '\n')
             break;
+        /* A NUL would end the line early for a C reader (netpbm's fgets):
+         * what follows it would be read differently by different tools. */
+        if (c == '\0')
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: NUL byte in a header line");
         if (n + 1 >= cap)
             return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: line too long");
         buf[n++] = (char)c;
@@ -265,6 +293,9 @@ static gimg_status read_line(src *s, char *buf, size_t cap)
 static gimg_status read_pam_header(src *s, header *h)
 {
     char line[1024], tupltype[256] = "";
+    /* Comment lines are skipped, but not without end: an endless stream of
+     * them (`yes '#'` after "P7") is no header. */
+    enum { MAX_HEADER_LINES = 16384 };
     uint64_t val[4];
     int seen[4] = { 0, 0, 0, 0 };
     static const char *const keys[4] = { "WIDTH", "HEIGHT", "DEPTH", "MAXVAL" };
@@ -279,7 +310,10 @@ static gimg_status read_pam_header(src *s, header *h)
     if (c != '\n')
         return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: \"P7\" not followed by a newline");
 
-    for (;;) {
+    for (int lines = 0;; lines++) {
+        if (lines == MAX_HEADER_LINES)
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: no ENDHDR in %d lines",
+                             MAX_HEADER_LINES);
         if ((st = read_line(s, line, sizeof line)))
             return st;
         char *p = line;
@@ -311,6 +345,12 @@ static gimg_status read_pam_header(src *s, header *h)
             k++;
         if (k == 4)
             return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: unknown keyword \"%.40s\"", key);
+        /* netpbm takes the last of repeated lines; other readers the
+         * first: a file that means two sizes is refused. */
+        if (seen[k])
+            return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: %s given twice", key);
+        /* No comment after a value: netpbm (11.01) refuses "HEIGHT 1 # c"
+         * as a non-numeric value, and so do we. */
         if (!parse_uint(p, &val[k]))
             return gimg_fail(GIMG_E_FORMAT, "invalid PAM header: bad %s \"%.40s\"", key, p);
         seen[k] = 1;
@@ -535,11 +575,15 @@ gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
     flockfile(f);
     /* Whitespace after an image, then EOF, is a clean end of the stream. */
     int c;
+    size_t spaces = 0;
     do
         c = getc_unlocked(f);
-    while (is_space(c));
+    while (is_space(c) && ++spaces <= MAX_SKIPPED_BYTES);
     gimg_status st;
-    if (c == EOF) {
+    if (spaces > MAX_SKIPPED_BYTES) {
+        st = gimg_fail(GIMG_E_FORMAT, "invalid PNM stream: over %zu bytes of whitespace "
+                                      "between images", MAX_SKIPPED_BYTES);
+    } else if (c == EOF) {
         st = ferror(f) ? gimg_fail(GIMG_E_IO, "read error: %s", strerror(errno)) : GIMG_OK;
     } else if (c != 'P') {
         st = gimg_fail(GIMG_E_FORMAT, "invalid data in PNM stream (not the start of an image)");

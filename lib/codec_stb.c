@@ -11,6 +11,7 @@
  * RGB (RGBE), alpha dropped, gray reads back as RGB.
  */
 #include "codec.h"
+#include "io_internal.h"
 #include "precheck_internal.h"
 
 #include <limits.h>
@@ -65,6 +66,11 @@ static gimg_status probe_stb(const unsigned char *buf, size_t len, const gimg_re
                              gimg_info *info)
 {
     int w, h, c, n = stb_len(len);
+    /* stb reads HDR's size into an int: a larger one is refused here, as
+     * the file states it, not as stb would cut it. */
+    gimg_status st = sniff_hdr(buf, len) ? gimg_hdr_check_size(buf, len) : GIMG_OK;
+    if (st)
+        return st;
     if (!stbi_info_from_memory(buf, n, &w, &h, &c))
         return gimg_fail(GIMG_E_FORMAT, "invalid %s header (%s)", name_of(buf, len),
                          stb_reason());

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,13 @@ typedef struct {
     } out[GIMG_DRIVER_IMAGES];
     int stream;             /* reading a PNM stream from standard input */
     int stream_over;        /* the stream ended, or broke and cannot resync */
+    char *as_folder[GIMG_DRIVER_IMAGES]; /* "NAME/" for an output spec NAME that is
+                                            an existing folder */
     pthread_mutex_t lock;
     double ms[GIMG_T_COUNT];
     double megapixels;
     int n_failed;
+    int stdout_errno;       /* why a report's write to standard output failed */
 } job;
 
 typedef struct {
@@ -106,13 +110,24 @@ static gimg_status output_of(const job *j, int k, const char *input, int i, char
 /* --------------------------------------------------------------- stages */
 
 /* The rest of f, after is_stdin_stream() has looked at its first byte
- * through the FILE's buffer. *buf is malloc'd. */
+ * through the FILE's buffer. *buf is malloc'd. Its first bytes must start
+ * an image the codec table knows (gimg_check_image_head): /dev/zero or a
+ * text is refused there, before the rest is read. */
 static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
     const size_t limit = gimg_max_input_bytes();
     unsigned char *b = malloc(cap);
+    int sniffed = 0;
     for (size_t got = 1; b && got > 0;) {
+        if (!sniffed && (n >= GIMG_SNIFF_BYTES || (n > 0 && feof(f)))) {
+            gimg_status st = gimg_check_image_head(b, n, feof(f));
+            if (st) {
+                free(b);
+                return st;
+            }
+            sniffed = 1;
+        }
         if (n == cap && cap >= limit) {   /* an endless input, such as /dev/zero */
             free(b);
             return gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
@@ -197,13 +212,16 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
     return st;
 }
 
-/* 1 if nothing but whitespace is left on f (which it then has read). */
+/* 1 if nothing but whitespace is left on f (which it then has read). Past
+ * 64 KiB of whitespace the answer is 0: the next image's reader judges an
+ * endless run of it. */
 static int stream_ends(FILE *f)
 {
     int ch;
+    size_t spaces = 0;
     do
         ch = getc(f);
-    while (ch != EOF && isspace(ch));
+    while (ch != EOF && isspace(ch) && ++spaces < ((size_t)64 << 10));
     if (ch == EOF)
         return 1;
     ungetc(ch, f);
@@ -248,6 +266,8 @@ static gimg_status load(void *user, int i, void **state)
             char *path = NULL;
             if (j->out[k].o.spec && (st = output_of(j, k, "-", i, &path)))
                 j->stream_over = 1;
+            else if (path && strchr(j->out[k].o.spec, '%'))
+                st = gimg_make_parent_folders(path);
             it->info.output[k] = path;
         }
     } else {
@@ -383,6 +403,7 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     item *it = state;
     if (!st && it) {
         if (it->report) {
+            errno = 0;
             if (j->d->emit) {
                 st = j->d->emit(j->d->user, &it->info, it->report, it->report_len, stdout);
                 if (st)
@@ -390,6 +411,9 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
             } else {
                 fwrite(it->report, 1, it->report_len, stdout);
             }
+            /* Why writing failed is known only now (errno): said once, at the end. */
+            if (ferror(stdout) && !j->stdout_errno)
+                j->stdout_errno = errno ? errno : EIO;
         } else if (it->info.image[0].data) {
             double t0 = gimg_now_ms();
             st = gimg_write("-", &it->info.image[0], &it->info.write[0]);
@@ -460,6 +484,28 @@ static int is_stdin_stream(const job *j)
     return ch == 'P';
 }
 
+/* An output spec NAME given to an option (-o, --plot) that is an existing
+ * folder means NAME/: each output goes into it under its input's name,
+ * whether one input or many. An OUTPUT operand names a file, always. */
+static gimg_status existing_folder_as_dir(job *j, int k)
+{
+    const char *spec = j->out[k].o.spec;
+    struct stat sb;
+    if (!spec || (k == 0 && j->d->transform && j->c->output_is_operand) ||
+        !strcmp(spec, "-") || !names_one_file(spec) || stat(spec, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode))
+        return GIMG_OK;
+    size_t n = strlen(spec);
+    char *dir = malloc(n + 2);
+    if (!dir)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    memcpy(dir, spec, n);
+    memcpy(dir + n, "/", 2);
+    j->as_folder[k] = dir;
+    j->out[k].o.spec = dir;
+    return GIMG_OK;
+}
+
 /* The paths of output k of the file inputs, checked before any work.
  * Several images to standard output are a stream. */
 static gimg_status name_outputs(job *j, int k)
@@ -481,6 +527,18 @@ static gimg_status name_outputs(job *j, int k)
             return st;
     }
     return gimg_check_output_collisions(j->inputs, names, j->n_inputs);
+}
+
+/* The folders output k needs, made after every check and before any work:
+ * DIR/, or those a pattern names ("out/%d/%f.png"), as mkdir -p would, so
+ * that no input fails for want of one. A stream's are made per image. */
+static gimg_status make_folders(const job *j, int k)
+{
+    const char *spec = j->out[k].o.spec;
+    gimg_status st = gimg_make_output_folder(spec);
+    for (int i = 0; i < j->n_inputs && !st && j->out[k].names && strchr(spec, '%'); i++)
+        st = gimg_make_parent_folders(j->out[k].names[i]);
+    return st;
 }
 
 static void report_rate(const job *j, int n_done, double wall_ms)
@@ -518,6 +576,8 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     job j = {.d = d, .c = c};
     char **list = NULL;
     int rc = 0;
+    /* This thread's parallel regions too (prepare, finish, -v's report). */
+    omp_set_num_threads(c->jobs > 0 ? c->jobs : 1);
     pthread_mutex_init(&j.lock, NULL);
     gimg_status st = gather_inputs(&j, &list);
     if (!st) {
@@ -528,6 +588,8 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
             j.out[0].o = (gimg_driver_output){.spec = c->output, .option = "-o"};
             j.out[0].ext = gimg_format_extension(c->write.format);
         }
+        for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
+            st = existing_folder_as_dir(&j, k);
     }
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st && !j.stream; k++)
         if (j.out[k].o.spec)
@@ -540,7 +602,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
             st = gimg_check_output_name(j.out[k].o.spec, &c->write); /* before reading */
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++)
         if (j.out[k].o.spec)
-            st = gimg_make_output_folder(j.out[k].o.spec);
+            st = make_folders(&j, k);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
     if (!st && d->prepare)
@@ -553,18 +615,21 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
 
     /* The CPU works best with one image per core once there are several;
      * the GPUs serve two lanes each, and workers decode and encode around
-     * them. */
-    int cpus = gimg_cpu_count();
+     * them. -j bounds the CPU threads of it all, OpenMP's included: one
+     * image gets them all, several one each, and on the CPU no more
+     * stages run at once than -j allows. */
+    const int jobs = c->jobs > 0 ? c->jobs : 1;
     int n = j.stream ? -1 : j.n_inputs;
     int many = n != 1;
     int cpu_lanes = c->device.kind == GIMG_DEV_CPU || !gimg_built_with_cuda();
-    int lanes = !many ? 1 : cpu_lanes ? c->jobs : gimg_ctx_lanes(j.ctx);
+    int lanes = !many ? 1 : cpu_lanes ? jobs : gimg_ctx_lanes(j.ctx);
     gimg_pipeline_spec spec = {
         .n_items = n,
-        .workers = many ? c->jobs : 1,
+        .workers = many ? jobs : 1,
         .lanes = lanes,
-        .lane_threads = cpus / lanes > 1 ? cpus / lanes : 1,
-        .worker_threads = many ? (cpus / c->jobs > 1 ? cpus / c->jobs : 1) : cpus,
+        .lane_threads = jobs / lanes > 1 ? jobs / lanes : 1,
+        .worker_threads = many ? 1 : jobs,
+        .max_busy = cpu_lanes ? jobs : 0,
         .ordered_load = j.stream,
         /* While CUDA starts, the workers decode ahead, within a budget. */
         .max_in_flight = cpu_lanes ? 0 : 1024,
@@ -600,9 +665,16 @@ out:
         free(j.out[k].names);
     }
     free(j.inputs);
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
+        free(j.as_folder[k]);
     gimg_file_list_free(list);
     pthread_mutex_destroy(&j.lock);
-    if (rc == 0)
+    if (j.stdout_errno) {
+        fprintf(stderr, "%s: standard output: %s\n", d->tool, strerror(j.stdout_errno));
+        fclose(stdout);
+        rc = 1;
+    } else if (rc == 0) {
         rc = gimg_cli_close_stdout(d->tool);
+    }
     return rc;
 }

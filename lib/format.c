@@ -1,5 +1,6 @@
 /* format.c — the codec table (lib/codec.h): format names, extensions, and
  * recognition from a file's bytes. */
+#include "cli.h"
 #include "codec.h"
 #include "io_internal.h"
 
@@ -115,11 +116,12 @@ gimg_status gimg_check_output_name(const char *path, const gimg_write_opts *o)
         f = gimg_format_from_name(ext);
         if (f == GIMG_FMT_UNKNOWN)
             return gimg_fail(GIMG_E_USAGE, "%s: no format is written for the extension '.%s' "
-                                           "(name one with -f)", path, ext);
+                                           "(name one with -f)", gimg_cli_name(path, 1),
+                             gimg_cli_name(ext, 1));
     }
     if (f != GIMG_FMT_UNKNOWN && !gimg_format_writable(f))
         return gimg_fail(GIMG_E_USAGE, "%s: %s files can be read but not written",
-                         path && strcmp(path, "-") ? path : "standard output",
+                         path ? gimg_cli_name(path, 1) : "standard output",
                          gimg_codec_of(f)->name);
     return GIMG_OK;
 }

@@ -190,7 +190,9 @@ gimg_format gimg_format_sniff(const unsigned char *buf, size_t len);
 /* ----------------------------------------------------------------- reading */
 
 /* Reads a whole file ("-" = stdin) into memory: a read-only mapping of a
- * regular file, or memory filled from a pipe. The caller releases it with
+ * regular file, or memory filled from a pipe. A stream (pipe, device)
+ * whose first bytes start no image format gimg knows is refused before the
+ * rest is read ("unrecognised image format"). The caller releases it with
  * gimg_slurp_free(buf, len). */
 gimg_status gimg_slurp(const char *path, unsigned char **buf, size_t *len);
 void gimg_slurp_free(unsigned char *buf, size_t len);
@@ -298,13 +300,16 @@ unsigned gimg_take_dropped_meta(gimg_format *first_format);
 
 /* Writes buf to path atomically: a temporary file beside the target, renamed
  * over it only after a complete, checked write and close; nothing appears on
- * failure or on SIGINT/SIGTERM. "-" writes to stdout (a failed write is an
- * error). */
+ * failure or on SIGINT/SIGTERM/SIGHUP/SIGPIPE. A replaced file keeps its
+ * mode and, as root, its owner and group (it is a new file: hard links are
+ * split). "-" writes to stdout (a failed write is an error). */
 gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len);
 /* gimg_output_format + gimg_encode + gimg_write_file. */
 gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_opts *o);
 
-/* Installs SIGINT/SIGTERM handlers that remove pending temporary files. */
+/* Installs SIGINT/SIGTERM/SIGHUP/SIGPIPE handlers that remove pending
+ * temporary files, and ignores SIGXFSZ so that a write past `ulimit -f`
+ * fails with EFBIG. */
 void gimg_install_signal_cleanup(void);
 
 /* ---------------------------------------------------------------- devices */

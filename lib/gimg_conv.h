@@ -29,6 +29,11 @@ extern "C" {
 
 /* Largest kernel side accepted by the parser (taps are float). */
 #define GIMG_KERNEL_MAX_SIDE 255
+/* The largest kernel file (@FILE) read: 64 bytes for each tap of the
+ * largest kernel, the longest number the parser takes (63 characters) and
+ * a separator, so 4,161,600 bytes. Reading stops as soon as a file is
+ * longer (an endless /dev/zero fails at once, in 4 MB). */
+#define GIMG_KERNEL_MAX_FILE_BYTES ((size_t)GIMG_KERNEL_MAX_SIDE * GIMG_KERNEL_MAX_SIDE * 64)
 
 typedef enum {
     GIMG_BORDER_CLAMP = 0, /* a a | a b c d | d d */
@@ -63,6 +68,8 @@ typedef struct {
     float *taps;             /* width * height, correlation form, row-major */
     float *taps_y;           /* MAGNITUDE: the second kernel; else NULL */
     float *row, *col;        /* SEPARABLE: width and height factors; else NULL */
+    double divided_by;       /* the sum the written taps were divided by (normalize);
+                                0: applied as written */
 } gimg_kernel;
 
 /*
@@ -70,12 +77,21 @@ typedef struct {
  * gimg_kernel_free, also after a failure):
  *   NAME[:ARG[:ARG]]     a named kernel (see gimg_kernel_names)
  *   ROW; ROW; ...        inline rows of numbers (blanks or commas between them)
- *   @FILE                a file of rows, one per line, '#' comments
+ *   @FILE                a file of rows, one per line, '#' comments; at most
+ *                        GIMG_KERNEL_MAX_FILE_BYTES
+ * A flat list, one row with no ';' anywhere (a file's one line counts), of
+ * n * n numbers, n >= 2, is an n x n kernel, as ImageMagick reads
+ * "1,2,1,2,4,2,1,2,1"; any other count stays one row ("1 2 1"), and a ';'
+ * makes a row of n * n numbers one row ("1 1 1 1;").
  * correlate: apply a custom kernel unrotated (else rotated by 180 degrees);
- * normalize: divide a custom kernel by its sum when the sum is not zero.
+ * normalize: divide a custom kernel by its sum unless the sum is zero
+ * (within the precision of the taps: |sum| <= 1e-6 * sum of |taps|, so that
+ * an edge detector written in decimals is never blown up). Named kernels
+ * are never normalized.
  * Errors: GIMG_E_USAGE with a message naming the problem (bad number,
- * ragged rows, empty kernel, unknown name, too large); GIMG_E_IO when FILE
- * cannot be read; GIMG_E_NOMEM.
+ * ragged rows, empty kernel, unknown name with the list of names, too
+ * large, a kernel file over the size limit); GIMG_E_IO when FILE cannot be
+ * read; GIMG_E_NOMEM.
  */
 gimg_status gimg_kernel_parse(const char *spec, int correlate, int normalize, gimg_kernel *k);
 /* The same for a buffer holding a kernel file's text (no '@'); name is used

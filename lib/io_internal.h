@@ -21,6 +21,30 @@ const char *gimg_format_extension(gimg_format f);
 /* The largest input gimg_slurp() reads (from the pixel limit; see read.c). */
 size_t gimg_max_input_bytes(void);
 
+/* Looks at what has been read of a file so far (buf[0 .. len-1], the whole
+ * file when at_end): GIMG_OK to read on, or a failure (one gimg_fail) that
+ * ends the read. */
+typedef gimg_status (*gimg_slurp_check)(const unsigned char *buf, size_t len, int at_end,
+                                        void *user);
+/* gimg_slurp for any content (lists, kernel files): reads at most max_bytes
+ * (0: gimg_max_input_bytes()), calling check (if not NULL) after every read
+ * of a stream (pipe, device, terminal; a regular file is mapped whole, its
+ * size judged first), so that an endless input stops as soon as its
+ * content shows it cannot be what the caller reads. Errors as
+ * gimg_slurp's: GIMG_E_FORMAT is "empty file" unless check said otherwise.
+ * gimg_slurp() itself is this with gimg_check_image_head(): use this one
+ * for what is not an image. */
+gimg_status gimg_slurp_checked(const char *path, size_t max_bytes, gimg_slurp_check check,
+                               void *user, unsigned char **buf, size_t *len);
+/* The bytes of an image's start that gimg_check_image_head() waits for
+ * (every codec's sniff and PIC's magic at offset 88 fit in them). */
+#define GIMG_SNIFF_BYTES 128
+/* GIMG_OK while buf (len bytes read so far, all of them when at_end) may
+ * start an image of the codec table; otherwise "PSD format not supported",
+ * "unrecognised image format". gimg_slurp() and the driver's reading of
+ * standard input refuse a stream with it before reading the rest. */
+gimg_status gimg_check_image_head(const unsigned char *buf, size_t len, int at_end);
+
 /* --------------------------------------------------------------- pnm.c */
 
 /* Header facts of the first image of a PNM/PAM/PFM buffer. */
@@ -56,9 +80,12 @@ const char *gimg_io_bits_text(unsigned bits, const char *const *words, unsigned 
                               char *buf, size_t size);
 
 /* The registry of temporary files the signal handler removes. Registering
- * returns a slot (-1 if the registry is full: the file is then simply not
- * cleaned up on a signal). Exposed for the unit tests. */
+ * returns a slot; the registry grows as needed (-1 only when it cannot
+ * grow: the file is then simply not cleaned up on a signal). Exposed for
+ * the unit tests. */
 int gimg_io_register_temp(const char *path);
 void gimg_io_unregister_temp(int slot);
+/* How many temporary files the registry holds now (it grows as needed). */
+int gimg_io_temp_capacity(void);
 
 #endif

@@ -2,18 +2,27 @@
  * kernel_spec.c — gconv's -k: named kernels, inline matrices and kernel
  * files, turned into a gimg_kernel (correlation form, anchor, plan).
  *
+ * Custom kernels are read as ImageMagick users type them: a flat list of
+ * n * n numbers is n x n, and (with normalize) a kernel is divided by its
+ * sum unless that is zero (gimg_conv.h has the rules).
+ *
  * Parsing never trusts its input: numbers are checked whole, sizes are
- * bounded before any allocation, and every error names what was wrong and
- * where (a fuzz target can call gimg_kernel_parse_text directly).
+ * bounded before any allocation, a kernel file is read no further than the
+ * largest kernel file can be (GIMG_KERNEL_MAX_FILE_BYTES), and every error
+ * names what was wrong and where (a fuzz target can call
+ * gimg_kernel_parse_text directly).
  */
 #include "conv_internal.h"
 #include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_SIDE GIMG_KERNEL_MAX_SIDE
 #define MAX_RADIUS ((MAX_SIDE - 1) / 2)
@@ -220,7 +229,8 @@ static gimg_status parse_named(const char *spec, gimg_kernel *k)
 {
     char buf[128];
     if (strlen(spec) >= sizeof buf)
-        return gimg_fail(GIMG_E_USAGE, "unknown kernel '%.40s...'", spec);
+        return gimg_fail(GIMG_E_USAGE, "unknown kernel '%.40s...' (named kernels: %s)", spec,
+                         gimg_kernel_names());
     strcpy(buf, spec);
     /* Blanks around a name are not part of it ("sobel " is sobel). */
     for (size_t n = strlen(buf); n > 0 && isspace((unsigned char)buf[n - 1]); n--)
@@ -335,8 +345,42 @@ static gimg_status parse_named(const char *spec, gimg_kernel *k)
 
 /* ----------------------------------------------------------- custom kernels */
 
+/* A flat list of n * n values (n >= 2) is an n x n kernel: the exact
+ * square root of count, or 0 when count is not a square. */
+static int flat_side(int count)
+{
+    int n = (int)lround(sqrt((double)count));
+    return n >= 2 && n * n == count ? n : 0;
+}
+
+/* Divides the taps by their sum, unless the sum is zero within the taps'
+ * own precision: each decimal tap is within 2^-24 of its value as a float,
+ * so a sum under 1e-6 of the taps' magnitudes is a zero-sum kernel (an edge
+ * detector such as "0.1 0.2 -0.3") whose true sum is 0, and dividing by the
+ * rounding left over would blow it up. */
+static void normalize_taps(gimg_kernel *k)
+{
+    const int n = k->width * k->height;
+    double sum = 0, magnitude = 0;
+    for (int t = 0; t < n; t++) {
+        sum += k->taps[t];
+        magnitude += fabs(k->taps[t]);
+    }
+    if (fabs(sum) <= 1e-6 * magnitude || sum == 1)
+        return;
+    for (int t = 0; t < n; t++) {
+        k->taps[t] = (float)(k->taps[t] / sum);
+        if (k->taps[t] == 0) /* a negative sum makes -0 of 0: keep +0, for the plan */
+            k->taps[t] = 0;
+    }
+    k->divided_by = sum;
+}
+
 /* Rows of numbers: rows end at ';' or a newline; numbers are separated by
- * blanks or commas; '#' starts a comment to the end of the line (files). */
+ * blanks or commas; '#' starts a comment to the end of the line (files).
+ * One row with no ';' anywhere is a flat list (see gimg_conv.h): until a
+ * ';' or a second row shows otherwise, the first row may hold up to
+ * MAX_SIDE * MAX_SIDE values. */
 gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *full_name,
                                    int correlate, int normalize, gimg_kernel *k)
 {
@@ -352,6 +396,7 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     int w = 0, h = 0, in_row = 0;
     int number_before = 0; /* a number since the row's start or the last ',' */
+    int saw_semicolon = 0; /* then no flat list: every row is a row */
     gimg_status st = GIMG_OK;
     size_t i = 0;
     while (i <= len && !st) {
@@ -362,10 +407,16 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
             continue;
         }
         if (ch == ';' || ch == '\n' || i == len) {
+            if (ch == ';' && i < len)
+                saw_semicolon = 1;
             if (in_row) {
                 if (h == 0)
                     w = in_row;
-                else if (in_row != w)
+                /* The first row was no flat list: it is a row, too wide. */
+                if ((h > 0 || saw_semicolon) && w > MAX_SIDE)
+                    st = gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (more than %d columns)",
+                                   name, MAX_SIDE);
+                else if (h > 0 && in_row != w)
                     st = gimg_fail(GIMG_E_USAGE,
                                    "kernel '%s': ragged rows (row %d has %d values, row 1 has %d)",
                                    name, h + 1, in_row, w);
@@ -417,9 +468,15 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
             st = gimg_fail(GIMG_E_USAGE, "kernel '%s': bad number '%s' (row %d)", name, tok, h + 1);
             break;
         }
-        if (++in_row > MAX_SIDE) {
-            st = gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (more than %d columns)", name,
-                           MAX_SIDE);
+        const int may_be_flat = h == 0 && !saw_semicolon;
+        if (++in_row > (may_be_flat ? MAX_SIDE * MAX_SIDE : MAX_SIDE)) {
+            if (may_be_flat)
+                st = gimg_fail(GIMG_E_USAGE,
+                               "kernel '%s': too large (more than %d values, a %dx%d kernel)",
+                               name, MAX_SIDE * MAX_SIDE, MAX_SIDE, MAX_SIDE);
+            else
+                st = gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (more than %d columns)",
+                               name, MAX_SIDE);
             break;
         }
         if (n == cap) {
@@ -436,8 +493,15 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
     }
     if (!st && h == 0)
         st = gimg_fail(GIMG_E_USAGE, "kernel '%s': empty kernel (no numbers)", name);
+    if (!st && h == 1 && !saw_semicolon && flat_side(w)) {
+        w = h = flat_side(w); /* v is row-major: the same values, n rows of n */
+    } else if (!st && w > MAX_SIDE) {
+        st = gimg_fail(GIMG_E_USAGE,
+                       "kernel '%s': too large (one row of %d values: at most %d columns; "
+                       "a flat list of n*n values is n x n)", name, w, MAX_SIDE);
+    }
     if (!st) {
-        char label[48];
+        char label[64]; /* "%.30s %dx%d" always fits; k->name keeps 47 bytes */
         snprintf(label, sizeof label, "%.30s %dx%d", name, w, h);
         st = alloc_kernel(k, w, h, label);
     }
@@ -454,17 +518,79 @@ gimg_status gimg_kernel_parse_text(const char *text, size_t len, const char *ful
         k->anchor_y = h - 1 - k->anchor_y;
     }
     free(v);
-    if (normalize) {
-        double sum = 0;
-        for (int t = 0; t < w * h; t++)
-            sum += k->taps[t];
-        if (sum != 0) {
-            float fs = (float)sum;
-            for (int t = 0; t < w * h; t++)
-                k->taps[t] /= fs;
-        }
-    }
+    if (normalize)
+        normalize_taps(k);
     return plan_kernel(k);
+}
+
+static gimg_status file_too_large(const char *path)
+{
+    return gimg_fail(GIMG_E_USAGE,
+                     "kernel file '%.200s': too large (over %zu bytes, 64 a tap of the largest "
+                     "kernel, %dx%d)", path, GIMG_KERNEL_MAX_FILE_BYTES, MAX_SIDE, MAX_SIDE);
+}
+
+/* Reads a kernel file ("-": standard input) into *text (malloc'd), no
+ * further than GIMG_KERNEL_MAX_FILE_BYTES + 1 bytes: a longer file is
+ * refused from its size when it has one, else as soon as it passes the
+ * limit, so an endless stream costs a few milliseconds and 4 MB. */
+static gimg_status read_kernel_file(const char *path, char **text, size_t *len)
+{
+    const size_t limit = GIMG_KERNEL_MAX_FILE_BYTES;
+    *text = NULL;
+    *len = 0;
+    const int is_stdin = !strcmp(path, "-");
+    const int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return gimg_fail(GIMG_E_IO, "kernel file '%.200s': %s", path, strerror(errno));
+    gimg_status st = GIMG_OK;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        st = gimg_fail(GIMG_E_IO, "kernel file '%.200s': %s", path, strerror(errno));
+    else if (S_ISDIR(sb.st_mode))
+        st = gimg_fail(GIMG_E_IO, "kernel file '%.200s': %s", path, strerror(EISDIR));
+    else if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > limit)
+        st = file_too_large(path);
+    char *b = NULL;
+    size_t cap = 0, n = 0;
+    while (!st) {
+        if (n == cap) {
+            if (cap > limit) { /* limit + 1 bytes read: too long */
+                st = file_too_large(path);
+                break;
+            }
+            size_t ncap = cap ? 2 * cap : 64 * 1024;
+            if (ncap > limit + 1)
+                ncap = limit + 1;
+            char *nb = realloc(b, ncap);
+            if (!nb) {
+                st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+                break;
+            }
+            b = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            st = gimg_fail(GIMG_E_IO, "kernel file '%.200s': read error: %s", path,
+                           strerror(errno));
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (!is_stdin)
+        close(fd);
+    if (st) {
+        free(b);
+        return st;
+    }
+    *text = b;
+    *len = n;
+    return GIMG_OK;
 }
 
 gimg_status gimg_kernel_parse(const char *spec, int correlate, int normalize, gimg_kernel *k)
@@ -480,18 +606,15 @@ gimg_status gimg_kernel_parse(const char *spec, int correlate, int normalize, gi
         return gimg_kernel_parse_text(spec, strlen(spec), spec, correlate, normalize, k);
     if (spec[1] == '\0')
         return gimg_fail(GIMG_E_USAGE, "kernel '@': no file name after '@'");
-    unsigned char *buf;
+    char *text;
     size_t len;
-    gimg_status rd = gimg_slurp(spec + 1, &buf, &len);
-    if (rd == GIMG_E_FORMAT) /* gimg_slurp's "empty file" */
-        return gimg_fail(GIMG_E_USAGE, "kernel '%.200s': empty kernel (empty file)", spec);
-    if (rd) /* gimg_slurp's message is the reason alone: name the file */
-        return gimg_fail(rd, "kernel file '%.200s': %s", spec + 1, gimg_last_error());
-    if (len > (size_t)MAX_SIDE * MAX_SIDE * 64) {
-        gimg_slurp_free(buf, len);
-        return gimg_fail(GIMG_E_USAGE, "kernel '%s': too large (%zu bytes)", spec, len);
-    }
-    gimg_status st = gimg_kernel_parse_text((const char *)buf, len, spec, correlate, normalize, k);
-    gimg_slurp_free(buf, len);
+    gimg_status st = read_kernel_file(spec + 1, &text, &len);
+    if (st)
+        return st;
+    if (len == 0)
+        st = gimg_fail(GIMG_E_USAGE, "kernel '%.200s': empty kernel (empty file)", spec);
+    else
+        st = gimg_kernel_parse_text(text, len, spec, correlate, normalize, k);
+    free(text);
     return st;
 }

@@ -12,6 +12,7 @@
  */
 #include "precheck_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,80 @@ static gimg_status need_flat(const cursor *c, uint64_t pixels)
     return (uint64_t)(c->end - c->p) / 4 < pixels ? truncated() : GIMG_OK;
 }
 
+/* A decimal number of an HDR resolution line: its digits as the file
+ * states them (for messages, cut past 24 digits), and its value, capped
+ * at LONG_MAX (*value -1 if there are no digits). Returns past them. */
+static const char *hdr_number(const char *p, long *value, char text[32])
+{
+    size_t n = 0;
+    long v = -1;
+    while (*p >= '0' && *p <= '9') {
+        long d = *p - '0';
+        v = v < 0 ? d : v > (LONG_MAX - d) / 10 ? LONG_MAX : v * 10 + d;
+        if (n < 24)
+            text[n++] = *p;
+        else if (n == 24)
+            memcpy(text + n, "...", 3), n += 3;
+        p++;
+    }
+    text[n] = '\0';
+    *value = v;
+    return p;
+}
+
+/* Walks to stb's "-Y H +X W" line (the header lines up to an empty one,
+ * then that line) and parses it: GIMG_OK with *width, *height and c past
+ * the line; a size out of range is refused with the numbers the file
+ * states, not ones cut to an int. */
+static gimg_status hdr_resolution(cursor *c, long *width, long *height, int *bad_size)
+{
+    *bad_size = 0;
+    size_t n;
+    const unsigned char *line = next_line(c, &n);       /* "#?RADIANCE" */
+    if (!line)
+        return truncated();
+    while ((line = next_line(c, &n)) != NULL && n > 0)
+        ;                                                /* header lines */
+    if (!line || !(line = next_line(c, &n)))
+        return truncated();
+    char res[64], wtext[32], htext[32];
+    if (n >= sizeof res)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
+    memcpy(res, line, n);
+    res[n] = '\0';
+    if (strncmp(res, "-Y ", 3) != 0)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
+    const char *q = res + 3;
+    while (*q == ' ')
+        q++;
+    q = hdr_number(q, height, htext);
+    while (*q == ' ')
+        q++;
+    if (strncmp(q, "+X ", 3) != 0)
+        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
+    for (q += 3; *q == ' ';)
+        q++;
+    hdr_number(q, width, wtext);
+    *bad_size = *width < 1 || *height < 1 || *width > GIMG_MAX_DIMENSION ||
+                *height > GIMG_MAX_DIMENSION;
+    if (*width < 1 || *height < 1)
+        return gimg_fail(GIMG_E_FORMAT, "invalid HDR image size %sx%s", *wtext ? wtext : "?",
+                         *htext ? htext : "?");
+    if (*width > GIMG_MAX_DIMENSION || *height > GIMG_MAX_DIMENSION)
+        return gimg_fail(GIMG_E_LIMIT, "HDR image %sx%s exceeds the limit of %d pixels per side",
+                         wtext, htext, GIMG_MAX_DIMENSION);
+    return GIMG_OK;
+}
+
+gimg_status gimg_hdr_check_size(const unsigned char *buf, size_t len)
+{
+    cursor c = {buf, buf + len};
+    long width, height;
+    int bad_size;
+    gimg_status st = hdr_resolution(&c, &width, &height, &bad_size);
+    return bad_size ? st : GIMG_OK; /* the rest is stb's to report */
+}
+
 /* HDR: in run-length-encoded scanlines a zero count never advances, so a
  * truncated file (or a corrupt zero count) hangs stb's loader. Walks the
  * path of stbi__hdr_load: header lines up to an empty one, the "-Y H +X W"
@@ -50,30 +125,11 @@ static gimg_status need_flat(const cursor *c, uint64_t pixels)
 gimg_status gimg_hdr_validate(const unsigned char *buf, size_t len)
 {
     cursor c = {buf, buf + len};
-    size_t n;
-    const unsigned char *line = next_line(&c, &n);      /* "#?RADIANCE" */
-    if (!line)
-        return truncated();
-    while ((line = next_line(&c, &n)) != NULL && n > 0)
-        ;                                                /* header lines */
-    if (!line || !(line = next_line(&c, &n)))
-        return truncated();
-    char res[64];
-    if (n >= sizeof res)
-        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
-    memcpy(res, line, n);
-    res[n] = '\0';
-    char *q;
-    if (strncmp(res, "-Y ", 3) != 0)
-        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
-    long height = strtol(res + 3, &q, 10);
-    while (*q == ' ')
-        q++;
-    if (strncmp(q, "+X ", 3) != 0)
-        return gimg_fail(GIMG_E_FORMAT, "unsupported HDR data layout");
-    long width = strtol(q + 3, NULL, 10);
-    if (width < 1 || height < 1 || width > GIMG_MAX_DIMENSION || height > GIMG_MAX_DIMENSION)
-        return gimg_fail(GIMG_E_FORMAT, "invalid HDR image size %ldx%ld", width, height);
+    long width, height;
+    int bad_size;
+    gimg_status st = hdr_resolution(&c, &width, &height, &bad_size);
+    if (st)
+        return st;
 
     if (width < 8 || width >= 32768)
         return need_flat(&c, (uint64_t)width * (uint64_t)height);

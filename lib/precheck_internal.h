@@ -18,5 +18,10 @@
  * defects are left to stb. */
 gimg_status gimg_precheck(gimg_format f, const unsigned char *buf, size_t len);
 gimg_status gimg_hdr_validate(const unsigned char *buf, size_t len);
+/* An HDR file's size as its "-Y H +X W" line states it: refused when
+ * below 1 or over GIMG_MAX_DIMENSION ("HDR image 10x99999999999 exceeds
+ * the limit ..."), before stb reads it into an int; GIMG_OK otherwise,
+ * whatever else is wrong with the file (stb reports that). */
+gimg_status gimg_hdr_check_size(const unsigned char *buf, size_t len);
 
 #endif

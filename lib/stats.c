@@ -27,40 +27,46 @@
 
 /* Reads a run of digits as a value up to max; returns the characters read
  * (0 if none, or if the value is over max). */
-static int read_uint(const char *s, long long max, long long *v)
+/* The digits at s: their count (0: none), *v their value, and *too_big
+ * set when it passes max (the digits are read all the same). */
+static int read_uint(const char *s, long long max, long long *v, int *too_big)
 {
     long long x = 0;
     int n = 0;
     while (s[n] >= '0' && s[n] <= '9') {
-        x = x * 10 + (s[n] - '0');
-        if (x > max)
-            return 0;
+        if (x <= max)
+            x = x * 10 + (s[n] - '0');
         n++;
     }
+    if (x > max)
+        *too_big = 1;
     *v = x;
     return n;
 }
 
+/* A well-formed geometry with a number out of range is said so ("offset
+ * ... is out of range"), not called something other than a geometry. */
 gimg_status gimg_parse_region(const char *s, gimg_region *r)
 {
     const long long lim = GIMG_MAX_DIMENSION;
     long long w, h, x = 0, y = 0;
+    int size_too_big = 0, offset_too_big = 0;
     const char *p = s;
     int n;
-    if (!(n = read_uint(p, lim, &w)) || w < 1)
+    if (!(n = read_uint(p, lim, &w, &size_too_big)))
         goto bad;
     p += n;
     if (*p != 'x' && *p != 'X')
         goto bad;
     p++;
-    if (!(n = read_uint(p, lim, &h)) || h < 1)
+    if (!(n = read_uint(p, lim, &h, &size_too_big)))
         goto bad;
     p += n;
     if (*p) {
         long long *off[2] = {&x, &y};
         for (int i = 0; i < 2; i++) {
             int sign = *p == '+' ? 1 : *p == '-' ? -1 : 0;
-            if (!sign || !(n = read_uint(p + 1, lim, off[i])))
+            if (!sign || !(n = read_uint(p + 1, lim, off[i], &offset_too_big)))
                 goto bad;
             *off[i] *= sign;
             p += 1 + n;
@@ -68,6 +74,12 @@ gimg_status gimg_parse_region(const char *s, gimg_region *r)
         if (*p)
             goto bad;
     }
+    if (size_too_big || w < 1 || h < 1)
+        return gimg_fail(GIMG_E_USAGE, "--region: the size in '%s' is out of range (1 to %d "
+                                       "pixels a side)", s, GIMG_MAX_DIMENSION);
+    if (offset_too_big)
+        return gimg_fail(GIMG_E_USAGE, "--region: an offset in '%s' is out of range (-%d to "
+                                       "+%d)", s, GIMG_MAX_DIMENSION, GIMG_MAX_DIMENSION);
     r->width = (int)w;
     r->height = (int)h;
     r->x = (int)x;

@@ -404,35 +404,72 @@ gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_op
 
 /* -------------------------------------------- pending temporary files */
 
-/* A fixed table, because the signal handler may only read memory it can
- * trust mid-update: a slot's path is complete before its state says so. */
-#define MAX_PENDING 64
+/* The registry is read by a signal handler, which may only read memory it
+ * can trust mid-update: a slot's path is complete before its state says
+ * so, and memory once part of the registry is never freed or reused for
+ * anything else (a torn read can at worst name another temporary file, or
+ * none). It starts with one static block of slots and grows by blocks
+ * linked in with a compare-and-swap, so that it holds as many temporary
+ * files as there are writers at once (-j allows 1024 workers) without
+ * reserving room for all of them up front. */
+#define SLOTS_PER_BLOCK 64
 enum { SLOT_FREE, SLOT_FILLING, SLOT_ACTIVE };
-static struct {
-    atomic_int state;
-    char path[PATH_MAX];
-} pending[MAX_PENDING];
+typedef struct slot_block {
+    struct {
+        atomic_int state;
+        char path[PATH_MAX];
+    } slot[SLOTS_PER_BLOCK];
+    _Atomic(struct slot_block *) next;
+} slot_block;
+static slot_block first_block;
 
 int gimg_io_register_temp(const char *path)
 {
     size_t n = strlen(path);
     if (n >= PATH_MAX)
         return -1;
-    for (int i = 0; i < MAX_PENDING; i++) {
-        int expected = SLOT_FREE;
-        if (atomic_compare_exchange_strong(&pending[i].state, &expected, SLOT_FILLING)) {
-            memcpy(pending[i].path, path, n + 1);
-            atomic_store(&pending[i].state, SLOT_ACTIVE);
-            return i;
+    slot_block *b = &first_block;
+    for (int base = 0;; base += SLOTS_PER_BLOCK) {
+        for (int i = 0; i < SLOTS_PER_BLOCK; i++) {
+            int expected = SLOT_FREE;
+            if (atomic_compare_exchange_strong(&b->slot[i].state, &expected, SLOT_FILLING)) {
+                memcpy(b->slot[i].path, path, n + 1);
+                atomic_store(&b->slot[i].state, SLOT_ACTIVE);
+                return base + i;
+            }
         }
+        slot_block *next = atomic_load(&b->next);
+        if (!next) {
+            slot_block *fresh = calloc(1, sizeof *fresh);
+            if (!fresh)
+                return -1; /* not cleaned up on a signal, but written all the same */
+            slot_block *none = NULL;
+            if (atomic_compare_exchange_strong(&b->next, &none, fresh))
+                next = fresh;
+            else {        /* another thread linked one in first */
+                free(fresh);
+                next = none;
+            }
+        }
+        b = next;
     }
-    return -1;
 }
 
 void gimg_io_unregister_temp(int slot)
 {
-    if (slot >= 0 && slot < MAX_PENDING)
-        atomic_store(&pending[slot].state, SLOT_FREE);
+    slot_block *b = &first_block;
+    for (; slot >= SLOTS_PER_BLOCK && b; slot -= SLOTS_PER_BLOCK)
+        b = atomic_load(&b->next);
+    if (slot >= 0 && b)
+        atomic_store(&b->slot[slot].state, SLOT_FREE);
+}
+
+int gimg_io_temp_capacity(void)
+{
+    int n = 0;
+    for (slot_block *b = &first_block; b; b = atomic_load(&b->next))
+        n += SLOTS_PER_BLOCK;
+    return n;
 }
 
 /* Async-signal-safe: lock-free atomic loads, unlink() and raise() only. The
@@ -441,15 +478,18 @@ void gimg_io_unregister_temp(int slot)
  * the usual "killed by signal" status. */
 static void cleanup_handler(int sig)
 {
-    for (int i = 0; i < MAX_PENDING; i++)
-        if (atomic_load(&pending[i].state) == SLOT_ACTIVE)
-            unlink(pending[i].path);
+    for (slot_block *b = &first_block; b; b = atomic_load(&b->next))
+        for (int i = 0; i < SLOTS_PER_BLOCK; i++)
+            if (atomic_load(&b->slot[i].state) == SLOT_ACTIVE)
+                unlink(b->slot[i].path);
     raise(sig);
 }
 
 void gimg_install_signal_cleanup(void)
 {
-    static const int sigs[] = { SIGINT, SIGTERM };
+    /* SIGPIPE: a report tool writing into `head`; SIGHUP: the terminal
+     * closed. Each ends the tool as it would, its temporary files removed. */
+    static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction old, sa;
         if (sigaction(sigs[i], NULL, &old) != 0)
@@ -464,6 +504,13 @@ void gimg_install_signal_cleanup(void)
         sa.sa_flags = SA_RESETHAND | SA_NODEFER;
         sigaction(sigs[i], &sa, NULL);
     }
+    /* A write past `ulimit -f` raises SIGXFSZ, whose default action kills
+     * the process in the middle of a temporary file. Ignored, the write
+     * fails with EFBIG instead: reported, and the temporary file removed. */
+    struct sigaction old;
+    if (sigaction(SIGXFSZ, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO))
+        signal(SIGXFSZ, SIG_IGN);
 }
 
 /* ------------------------------------------------------------- writing */
@@ -497,13 +544,14 @@ static gimg_status write_parts_fd(int fd, const parts *p)
     return st ? st : write_all(fd, p->body, p->body_len);
 }
 
+/* The reason alone, as gimg_cli_close_stdout() says it: the tools name
+ * standard output ("gtranspose: standard output: No space left on device"). */
 static gimg_status write_stdout(const parts *p)
 {
     if ((p->head_len && fwrite(p->head, 1, p->head_len, stdout) != p->head_len) ||
-        (p->body_len && fwrite(p->body, 1, p->body_len, stdout) != p->body_len))
-        return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
-    if (fflush(stdout) != 0)
-        return gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
+        (p->body_len && fwrite(p->body, 1, p->body_len, stdout) != p->body_len) ||
+        fflush(stdout) != 0)
+        return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
     return GIMG_OK;
 }
 
@@ -538,6 +586,27 @@ static void random_suffix(char out[7])
     out[6] = '\0';
 }
 
+/* The new file takes the place of old: it gets old's permission bits
+ * (a 0600 file stays 0600, not 0666 less the umask) and, where the system
+ * lets us (as root), its owner and group; the owner first, since changing
+ * it clears the set-user-ID bits. Like every atomic writer it is still a
+ * new file: hard links to old keep the old contents, and ACLs and extended
+ * attributes are not copied. */
+static gimg_status keep_mode_and_owner(int fd, const struct stat *old)
+{
+    if ((old->st_uid != geteuid() || old->st_gid != getegid()) &&
+        fchown(fd, old->st_uid, old->st_gid) != 0 && geteuid() == 0)
+        return gimg_fail(GIMG_E_IO, "cannot keep the owner of the file: %s", strerror(errno));
+    /* Without the right to the owner (not root), the group alone if we may. */
+    struct stat now;
+    if (fstat(fd, &now) == 0 && now.st_gid != old->st_gid)
+        (void)!fchown(fd, (uid_t)-1, old->st_gid);
+    if (fchmod(fd, old->st_mode & 07777) != 0)
+        return gimg_fail(GIMG_E_IO, "cannot keep the permissions of the file: %s",
+                         strerror(errno));
+    return GIMG_OK;
+}
+
 static gimg_status write_file_parts(const char *path, const parts *p)
 {
     if (!path || !*path)
@@ -545,12 +614,14 @@ static gimg_status write_file_parts(const char *path, const parts *p)
     if (strcmp(path, "-") == 0)
         return write_stdout(p);
 
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
+    struct stat st, old;
+    int replacing = 0; /* old: the file replaced, whose mode and owner stay */
+    if (stat(path, &old) == 0) {
+        if (S_ISDIR(old.st_mode))
             return gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(old.st_mode))
             return write_in_place(path, p);
+        replacing = 1;
     } else if (errno != ENOENT) {
         return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
     }
@@ -599,7 +670,9 @@ static gimg_status write_file_parts(const char *path, const parts *p)
         return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(EEXIST));
     }
 
-    gimg_status res = write_parts_fd(fd, p);
+    gimg_status res = replacing ? keep_mode_and_owner(fd, &old) : GIMG_OK;
+    if (!res)
+        res = write_parts_fd(fd, p);
     if (close(fd) != 0 && !res)
         res = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
     if (!res && rename(tmp, target) != 0)

@@ -54,7 +54,7 @@ fi
 # ------------------------------------------------------------------ build
 
 say "building"
-"$MAKE" all build/tests/gen
+"$MAKE" -j"$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)" all build/tests/gen
 BIN=bin
 GEN=build/tests/gen
 
@@ -118,3 +118,4 @@ fi
 say "ran $ran tool(s); the samples and results are in $(pwd)/$OUT/:"
 ls "$OUT"
 say "next: make test    (the test suite)"
+say "      make -C samples (samples/Makefile on these images, into $OUT/processed/)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli_gconv.sh — the command-line tests of gconv: kernels against
-# hand-computed results, borders, --correlate, --normalize, --scale/--bias/
-# --abs, alpha modes, chains, kernel files, pipes, spec errors and exit
+# hand-computed results, borders, --correlate, --normalize/--no-normalize,
+# --scale/--bias/--abs, alpha modes, chains, kernel files, pipes, spec errors and exit
 # statuses, devices, and cross-checks with vips and ImageMagick when they are
 # installed. One PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
 TOOL=gconv
@@ -42,9 +42,11 @@ known border-zero "0 0 10 20 0 0 50 60 0 0 90 100" -k '1 0 0 0 0' --correlate --
 known border-vertical-wrap "90 100 110 120 10 20 30 40 50 60 70 80" -k '1;0;0' --correlate --border wrap
 # A corner: up-left diagonal shift with a zero border.
 known border-zero-corner "0 0 0 0 0 10 20 30 0 50 60 70" -k '1 0 0; 0 0 0; 0 0 0' --correlate --border zero
-# Even sizes anchor up-left: [1 1] correlated is in(x) + in(x + 1).
-known even-kernel "30 50 70 80 110 130 150 160 190 210 230 240" -k '1 1' --correlate
+# Even sizes anchor up-left: [1 1] correlated is in(x) + in(x + 1), as
+# written, or divided by its sum (the default, as --normalize).
+known even-kernel "30 50 70 80 110 130 150 160 190 210 230 240" -k '1 1' --correlate --no-normalize
 known normalize "15 25 35 40 55 65 75 80 95 105 115 120" -k '1 1' --correlate --normalize
+known normalize-default "15 25 35 40 55 65 75 80 95 105 115 120" -k '1 1' --correlate
 known box "27 33 43 50 53 60 70 77 80 87 97 103" -k box:1
 known scale-bias "105 110 115 120 125 130 135 140 145 150 155 160" -k 1 --scale 0.5 --bias 100
 # sobel-x of a rightward ramp is positive, sobel-y of a downward ramp too.
@@ -59,7 +61,8 @@ known laplacian "100 80 80 60 20 0 0 0 0 0 0 0" -k laplacian --border reflect
 # Named kernels ignore --correlate; a custom asymmetric kernel does not.
 "$GC" -k emboss g.pgm a.pgm && "$GC" -k emboss --correlate g.pgm b.pgm
 result named-ignore-correlate "$(same a.pgm b.pgm)"
-"$GC" -k '1 2 3; 4 5 6; 7 8 9' --scale 0.02 g.pgm a.pgm && "$GC" -k '9 8 7; 6 5 4; 3 2 1' --correlate --scale 0.02 g.pgm b.pgm
+"$GC" -k '1 2 3; 4 5 6; 7 8 9' --no-normalize --scale 0.02 g.pgm a.pgm &&
+    "$GC" -k '9 8 7; 6 5 4; 3 2 1' --correlate --no-normalize --scale 0.02 g.pgm b.pgm
 result convolve-is-rotated-correlate "$(same a.pgm b.pgm)"
 
 # Kernel files, with comments and blank lines, same as inline.
@@ -74,7 +77,8 @@ result kernel-file "$why"
 # which rounding to 8 bits in between would not.
 "$GEN" --seed 4 31 17 1 8 gray.pgm
 why=""
-"$GC" -k 0.5 -k 0.5 gray.pgm chain.pgm 2>err.txt && "$GC" -k 0.25 gray.pgm one.pgm || why="failed: $(head -c 200 err.txt)"
+"$GC" --no-normalize -k 0.5 -k 0.5 gray.pgm chain.pgm 2>err.txt && "$GC" --no-normalize -k 0.25 gray.pgm one.pgm ||
+    why="failed: $(head -c 200 err.txt)"
 [ -z "$why" ] && { why=$(same chain.pgm one.pgm) || true; }
 result chain-in-float "$why"
 
@@ -86,7 +90,7 @@ bytes 255 0 0 255 0 255 >>ga.pam
 for m in premultiply:"0 85 0 170 0 170" keep:"85 0 85 255 0 255" include:"85 85 85 170 0 170"; do
     mode=${m%%:*}
     want=${m#*:}
-    if "$GC" -k '1 1 1' --scale 0.33333334 --border zero --alpha "$mode" ga.pam out.pam 2>err.txt; then
+    if "$GC" -k '1 1 1' --no-normalize --scale 0.33333334 --border zero --alpha "$mode" ga.pam out.pam 2>err.txt; then
         got=$(payload out.pam 6)
         # premultiply: alpha is the box average (the sum over the gain, 3), unscaled.
         result "alpha-$mode" "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
@@ -100,7 +104,7 @@ done
 # so an opaque image stays opaque with --alpha keep's colours.
 printf 'P7\nWIDTH 3\nHEIGHT 1\nDEPTH 4\nMAXVAL 255\nTUPLTYPE RGB_ALPHA\nENDHDR\n' >ra.pam
 bytes 10 20 30 100 40 50 60 100 70 80 90 100 >>ra.pam
-if "$GC" -k '1 1 1' --scale 0.3333 ra.pam out.pam 2>err.txt; then
+if "$GC" -k '1 1 1' --no-normalize --scale 0.3333 ra.pam out.pam 2>err.txt; then
     got=$(payload out.pam 12)
     want="20 30 40 100 40 50 60 100 60 70 80 100"
     result alpha-premultiply-gain "$([ "$got" = "$want" ] || echo "got '$got', want '$want'")"
@@ -178,7 +182,11 @@ spec_error file-empty @empty.txt 'empty kernel'
 spec_error file-no-name @ 'no file name'
 expect_fail usage-no-kernel 2 e -- timeout 10 "$GC" fifo e/out.png
 expect_fail usage-bad-border 2 e -- timeout 10 "$GC" -k box:1 --border repeat fifo e/out.png
+grep -qF "unknown mode 'repeat' (clamp, mirror, reflect, wrap, zero)" stderr.txt ||
+    fail usage-bad-border-lists-modes "$(head -c 200 stderr.txt)"
 expect_fail usage-bad-alpha 2 e -- timeout 10 "$GC" -k box:1 --alpha none fifo e/out.png
+grep -qF "unknown mode 'none' (premultiply, keep, include)" stderr.txt ||
+    fail usage-bad-alpha-lists-modes "$(head -c 200 stderr.txt)"
 expect_fail usage-bad-scale 2 e -- timeout 10 "$GC" -k box:1 --scale x fifo e/out.png
 expect_fail usage-bad-bias 2 e -- timeout 10 "$GC" -k box:1 --bias nan fifo e/out.png
 expect_fail error-missing-input 1 e -- "$GC" -k box:1 missing.png e/out.png
@@ -189,7 +197,7 @@ expect_fail error-corrupt-input 1 e -- "$GC" -k box:1 junk.png e/out.png
 "$GC" --help >help.txt 2>&1
 why=""
 head -n 1 help.txt | grep -q '^Usage: gconv \[options\] INPUT \[OUTPUT\]$' || why="no usage line"
-for w in --kernel --correlate --normalize --scale --bias --abs --border --alpha gaussian sobel-x; do
+for w in --kernel --correlate --normalize --no-normalize --scale --bias --abs --border --alpha gaussian sobel-x; do
     [ -z "$why" ] && { grep -q -- "$w" help.txt || why="help lacks $w"; }
 done
 result help "$why"
@@ -198,9 +206,10 @@ result help "$why"
 # An independent model in numpy (when some python3 has it): float images
 # through gconv against direct sums over numpy's padding modes (edge,
 # symmetric, reflect, wrap, constant are clamp, mirror, reflect, wrap,
-# zero), for custom kernels odd and even, convolved and correlated, every
-# named kernel from its documented definition, --normalize, --scale,
-# --bias, --abs, a chain, and a 127x127 kernel file.
+# zero), for custom kernels odd and even, convolved and correlated, as
+# written (--no-normalize) and divided by their sum (the default), flat
+# lists, every named kernel from its documented definition, --normalize,
+# --scale, --bias, --abs, a chain, and a 127x127 kernel file.
 npy=""
 for p in python3 /usr/bin/python3; do
     command -v "$p" >/dev/null 2>&1 && "$p" -c 'import numpy' 2>/dev/null && { npy=$p; break; }
@@ -252,15 +261,30 @@ def check(name, args, a, want):
     if not err < 1e-5:
         bad.append("%s: relative error %.3g" % (name, err))
 def spec_of(k):
-    return "; ".join(" ".join("%g" % v for v in row) for row in k)
+    """Rows ended by ';', so that one row stays one row (not a flat list)."""
+    return " ".join(" ".join("%g" % v for v in row) + ";" for row in k)
 a = (rng.random((19, 23, 3)) * 100).astype(np.float32).astype(np.float64)
 for kh, kw in [(3, 3), (1, 4), (4, 2), (5, 3), (2, 6), (9, 30), (25, 1)]:
     k = rng.integers(-5, 6, (kh, kw)).astype(np.float64)
     for border in MODES:
-        check("correlate %dx%d %s" % (kh, kw, border), ["-k", spec_of(k), "--correlate", "--border", border],
+        check("correlate %dx%d %s" % (kh, kw, border),
+              ["-k", spec_of(k), "--correlate", "--no-normalize", "--border", border],
               a, correlate(a, k, (kw - 1) // 2, (kh - 1) // 2, border))
-        check("convolve %dx%d %s" % (kh, kw, border), ["-k", spec_of(k), "--border", border],
+        check("convolve %dx%d %s" % (kh, kw, border), ["-k", spec_of(k), "--no-normalize", "--border", border],
               a, convolve(a, k, border))
+    # By default divided by the sum, unless it is 0.
+    kn = k / k.sum() if k.sum() != 0 else k
+    check("convolve %dx%d normalized" % (kh, kw), ["-k", spec_of(k)], a, convolve(a, kn, "clamp"))
+# A flat list of n*n numbers is n x n, in the order written; other counts are one row.
+for n in (2, 3, 4, 5):
+    k = rng.integers(1, 9, (n, n)).astype(np.float64)
+    flat = ",".join("%d" % v for v in k.ravel())
+    check("flat %dx%d" % (n, n), ["-k", flat], a, convolve(a, k / k.sum(), "clamp"))
+    check("flat %dx%d correlated" % (n, n), ["-k", flat.replace(",", " "), "--correlate"], a,
+          correlate(a, k / k.sum(), (n - 1) // 2, (n - 1) // 2, "clamp"))
+check("flat of 5 is a row", ["-k", "1 2 3 4 5", "--no-normalize"], a, convolve(a, np.array([[1, 2, 3, 4, 5.0]]), "clamp"))
+check("zero sum kept", ["-k", "0.1 0.2 -0.3; 0.7 -0.4 -0.3"], a,
+      convolve(a, np.array([[0.1, 0.2, -0.3], [0.7, -0.4, -0.3]]), "clamp"))
 FIXED = {"sharpen": [[0, -1, 0], [-1, 5, -1], [0, -1, 0]], "laplacian": [[0, 1, 0], [1, -4, 1], [0, 1, 0]],
          "emboss": [[-2, -1, 0], [-1, 1, 1], [0, 1, 2]], "edge": [[-1, -1, -1], [-1, 8, -1], [-1, -1, -1]],
          "sobel-x": [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], "sobel-y": [[-1, -2, -1], [0, 0, 0], [1, 2, 1]],
@@ -297,16 +321,17 @@ for s in (1, 1.4):
     q = (X * X + Y * Y) / (2.0 * s * s)
     k = -1 / (np.pi * s ** 4) * (1 - q) * np.exp(-q)
     check("log:%g" % s, ["-k", "log:%g" % s], a, correlate(a, k - k.mean(), r, r, "clamp"))
-check("scale-bias-abs", ["-k", "1 -2 0.5", "--correlate", "--scale", "0.5", "--bias", "-30", "--abs"], a,
+check("scale-bias-abs", ["-k", "1 -2 0.5", "--correlate", "--no-normalize", "--scale", "0.5", "--bias", "-30", "--abs"], a,
       np.abs(correlate(a, np.array([[1, -2, 0.5]]), 1, 0, "clamp") * 0.5 - 30))
 check("normalize", ["-k", "1 2; 3 4", "--correlate", "--normalize"], a,
       correlate(a, np.array([[1, 2], [3, 4]]) / 10.0, 0, 0, "clamp"))
-check("chain", ["-k", "1 2 -1", "-k", "0.5;1;3;2", "--correlate", "--border", "reflect"], a,
+check("chain", ["-k", "1 2 -1", "-k", "0.5;1;3;2", "--correlate", "--no-normalize", "--border", "reflect"], a,
       correlate(correlate(a, np.array([[1, 2, -1]]), 1, 0, "reflect"), np.array([[0.5], [1], [3], [2]]), 0, 1, "reflect"))
 k = rng.integers(0, 10, (127, 127)).astype(np.float64)
 with open("k127.txt", "w") as f:
     f.write("# a 127x127 kernel\n" + "\n".join(" ".join("%d" % v for v in row) for row in k) + "\n")
-check("127x127 file", ["-k", "@k127.txt", "--border", "mirror"], a[..., :1], convolve(a[..., :1], k, "mirror"))
+check("127x127 file", ["-k", "@k127.txt", "--no-normalize", "--border", "mirror"], a[..., :1],
+      convolve(a[..., :1], k, "mirror"))
 print("; ".join(bad[:5]))
 PYEOF
 )
@@ -349,7 +374,8 @@ if command -v "$IM" >/dev/null 2>&1 && "$IM" -version 2>/dev/null | grep -q Imag
             why=""
             "$IM" im.pgm -virtual-pixel "${b%%:*}" -define convolve:scale=1 -morphology Convolve "$k" \
                 -depth 8 pgm:im-out.pgm 2>err.txt || why="convert failed: $(head -c 200 err.txt)"
-            [ -z "$why" ] && { "$GC" -k "$spec" --border "${b#*:}" im.pgm gc-out.pgm && why=$(same gc-out.pgm im-out.pgm) || true; }
+            [ -z "$why" ] && { "$GC" -k "$spec" --no-normalize --border "${b#*:}" im.pgm gc-out.pgm &&
+                why=$(same gc-out.pgm im-out.pgm) || true; }
             result "imagemagick-${b#*:}-${k%%:*}" "$why"
         done
     done

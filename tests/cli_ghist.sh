@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli_ghist.sh — the command-line tests of ghist: counts of hand-made
 # images in table, CSV and JSON, ranges and bins that do not divide evenly,
-# 16-bit exact bins, float NaN, luma, cumulative and normalized output,
+# 16-bit exact bins, float NaN, luma, cumulative and fractions output,
 # channel selection, plots, equalization, several inputs, pipes, errors;
 # and pgmhist (netpbm) and ImageMagick as independent counters when
 # installed. One PASS/FAIL/SKIP line per test; BIN and BUILD as in
@@ -90,14 +90,14 @@ why=""
     why="got: $(cat out.json)"; }
 result json-float-nan-closed-top "$why"
 
-# --------------------------------------------- cumulative, normalize, -c
+# --------------------------------------------- cumulative, fractions, -c
 
 why=""
-"$GH" --csv --cumulative --normalize -c blue,red rgb.ppm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
+"$GH" --csv --cumulative --fractions -c blue,red rgb.ppm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
 [ -z "$why" ] && { [ "$(head -n 1 out.csv)" = "bin,lo,hi,red,blue" ] || why="header: $(head -n 1 out.csv)"; }
 [ -z "$why" ] && { got=$(awk -F, '$1 == 10 || $1 == 30 || $1 == 255 { printf "%s:%s:%s ", $1, $4, $5 }' out.csv)
     [ "$got" = "10:0.6666666666666666:0.3333333333333333 30:0.6666666666666666:1 255:1:1 " ] || why="got: $got"; }
-result cumulative-normalized-channels "$why"
+result cumulative-fractions-channels "$why"
 
 why=""
 "$GH" --csv -c luma --bins 2 rgb.ppm >out.csv 2>err.txt || why="exit $?: $(head -c 200 err.txt)"
@@ -260,7 +260,9 @@ expect_fail usage-bad-range 2 e -- "$GH" --range 5:5 g8.pgm
 expect_fail usage-range-junk 2 e -- "$GH" --range 0:x g8.pgm
 expect_fail usage-bad-channel 2 e -- "$GH" -c purple g8.pgm
 expect_fail usage-csv-and-json 2 e -- "$GH" --csv --json g8.pgm
-expect_fail usage-no-input 2 e -- "$GH" --csv
+# No INPUT: standard input, here empty (at a terminal, a usage error:
+# cli_conventions.sh).
+expect_fail no-input-reads-empty-stdin 1 e -- "$GH" --csv </dev/null
 expect_fail usage-equalize-with-bins 2 e -- "$GH" --equalize e/x.pgm --bins 10 g8.pgm
 expect_fail usage-plot-several-one-name 2 e -- "$GH" --plot e/p.png g8.pgm rgb.ppm
 expect_fail usage-plot-empty 2 e -- "$GH" --plot "" g8.pgm
@@ -301,7 +303,7 @@ result error-missing-file-others-go-on "$why"
 "$GH" --help >stdout.bin 2>/dev/null
 why=""
 head -n 1 stdout.bin | grep -q '^Usage: ghist \[options\] INPUT\.\.\.$' || why="usage line: $(head -n 1 stdout.bin)"
-for opt in --bins --range --channel --luma --cumulative --normalize --csv --json --plot --equalize --device; do
+for opt in --bins --range --channel --luma --cumulative --fractions --csv --json --plot --equalize --device; do
     [ -z "$why" ] && { grep -q -- "$opt" stdout.bin || why="help lacks $opt"; }
 done
 result help "$why"

@@ -2,7 +2,7 @@
 # tests/cli_gstats.sh — the command-line tests of gstats: statistics of
 # hand-made images with known answers (computed here, independently, with
 # awk), bare numbers, table, JSON (checked by a JSON parser when python3 is
-# there) and CSV, regions at the edges, --normalized, comparisons, several
+# there) and CSV, regions at the edges, --unit-scale, comparisons, several
 # inputs with a failing one, usage errors. One PASS/FAIL/SKIP line per
 # test; BIN and BUILD as in cli_lib.sh.
 TOOL=gstats
@@ -72,10 +72,10 @@ expect_out gray8-p90 120 -- "$GS" -s p90 -c gray g8.pgm
 expect_out gray8-p91.7 255 -- "$GS" -s p91.7 -c gray g8.pgm
 expect_out gray8-p100 255 -- "$GS" -c gray --percentiles 100 -s p100 g8.pgm
 expect_out gray8-all-equals-gray "$("$GS" -s sum -c gray g8.pgm)" -- "$GS" -s sum -c all g8.pgm
-expect_out gray8-normalized-max 1 -- "$GS" --normalized -s max -c gray g8.pgm
-expect_out gray8-normalized-min 0 -- "$GS" --normalized -s min -c gray g8.pgm
-got=$("$GS" --normalized -s mean -c gray g8.pgm)
-result gray8-normalized-mean "$(awk -v a="$got" -v b="$5" 'BEGIN { if (a - b / 255 > 1e-12 || b / 255 - a > 1e-12) print "got " a }')"
+expect_out gray8-unit-scale-max 1 -- "$GS" --unit-scale -s max -c gray g8.pgm
+expect_out gray8-unit-scale-min 0 -- "$GS" --unit-scale -s min -c gray g8.pgm
+got=$("$GS" --unit-scale -s mean -c gray g8.pgm)
+result gray8-unit-scale-mean "$(awk -v a="$got" -v b="$5" 'BEGIN { if (a - b / 255 > 1e-12 || b / 255 - a > 1e-12) print "got " a }')"
 
 # ------------------------------------------------ known values, RGB 16-bit
 
@@ -89,8 +89,8 @@ expect_out rgb16-all-count 12 -- "$GS" -s count -c all rgb16.ppm
 expect_out rgb16-all-sum $((66538 + 20 + 10)) -- "$GS" -s sum -c all rgb16.ppm
 expect_out rgb16-green-entropy 0 -- "$GS" -s entropy -c green rgb16.ppm
 expect_out rgb16-blue-entropy 2 -- "$GS" -s entropy -c blue rgb16.ppm
-got=$("$GS" --normalized -s max -c red rgb16.ppm)
-result rgb16-normalized-max "$([ "$got" = 1 ] || echo "got $got")"
+got=$("$GS" --unit-scale -s max -c red rgb16.ppm)
+result rgb16-unit-scale-max "$([ "$got" = 1 ] || echo "got $got")"
 
 # -------------------------------------------------------- extremes, 1x1
 
@@ -244,8 +244,8 @@ expect_out compare-mse 125 -- "$GS" --compare p0.pgm -s mse -c gray p1.pgm
 got=$("$GS" --compare p0.pgm -s psnr -c gray p1.pgm)
 result compare-psnr "$(awk -v a="$got" 'BEGIN { p = 10 * log(255 * 255 / 125) / log(10);
     if (a - p > 1e-9 || p - a > 1e-9) print "got " a ", expected " p }')"
-got=$("$GS" --compare p0.pgm --normalized -s mse -c gray p1.pgm)
-result compare-normalized-mse "$(awk -v a="$got" 'BEGIN { p = 125 / 65025;
+got=$("$GS" --compare p0.pgm --unit-scale -s mse -c gray p1.pgm)
+result compare-unit-scale-mse "$(awk -v a="$got" 'BEGIN { p = 125 / 65025;
     if (a - p > 1e-15 || p - a > 1e-15) print "got " a ", expected " p }')"
 # Exit status 0 whether or not the images differ.
 "$GS" --compare p0.pgm p1.pgm >/dev/null 2>&1
@@ -286,13 +286,15 @@ expect_fail usage-unknown-channel 2 "" -- timeout 10 "$GS" -c purple fifo
 expect_fail usage-bad-percentile 2 "" -- timeout 10 "$GS" --percentiles 101 fifo
 expect_fail usage-bad-percentile-junk 2 "" -- timeout 10 "$GS" --percentiles 5,x fifo
 expect_fail usage-json-and-csv 2 "" -- timeout 10 "$GS" --json --csv fifo
-expect_fail usage-no-input 2 "" -- timeout 10 "$GS" -s mean
+# No INPUT: standard input, here empty (at a terminal, a usage error:
+# cli_conventions.sh).
+expect_fail no-input-reads-empty-stdin 1 "" -- timeout 10 "$GS" -s mean </dev/null
 expect_fail usage-no-output-option 2 "" -- timeout 10 "$GS" -o x.txt fifo
 
 why=""
 "$GS" --help >help.txt 2>stderr.txt || why="exit status $?"
 [ -z "$why" ] && { head -n 1 help.txt | grep -q '^Usage: gstats \[options\] INPUT \.\.\.$' || why="usage line: $(head -n 1 help.txt)"; }
-for opt in --channel --stat --percentiles --region --normalized --json --csv --compare --device; do
+for opt in --channel --stat --percentiles --region --unit-scale --json --csv --compare --device; do
     [ -z "$why" ] && { grep -q -- "$opt" help.txt || why="help lacks $opt"; }
 done
 result help "$why"

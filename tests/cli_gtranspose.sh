@@ -417,7 +417,8 @@ expect_fail usage-unknown-short-option 2 e -- timeout 10 "$GT" -Z fifo e/out.png
 expect_fail usage-bad-op 2 e -- timeout 10 "$GT" --op rot45 fifo e/out.png
 expect_fail usage-op-missing-argument 2 e -- timeout 10 "$GT" fifo e/out.png --op
 expect_fail usage-too-many-operands 2 e -- timeout 10 "$GT" fifo e/out.png e/extra.png
-expect_fail usage-no-operand 2 e -- timeout 10 "$GT" --op flip
+# No INPUT: standard input, here empty (at a terminal, a usage error: cli_conventions.sh).
+expect_fail no-operand-reads-empty-stdin 1 e -- timeout 10 "$GT" --op flip </dev/null
 expect_fail usage-output-twice 2 e -- timeout 10 "$GT" -o e/a.png fifo e/out.png
 expect_fail usage-bad-quality 2 e -- timeout 10 "$GT" --quality 101 fifo e/out.jpg
 expect_fail usage-quality-junk 2 e -- timeout 10 "$GT" --quality 9x fifo e/out.jpg

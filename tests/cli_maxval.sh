@@ -2,7 +2,7 @@
 # tests/cli_maxval.sh — samples in the file's own units (gimg_image.maxval)
 # end to end: a 12-bit PGM (maxval 4095) and a 10-bit PPM (maxval 1023),
 # made here, through gstats (mean against pamsumm, vips and a computation
-# here; --normalized; --compare's PSNR against pnmpsnr), ghist (counts in
+# here; --unit-scale; --compare's PSNR against pnmpsnr), ghist (counts in
 # the file's units), gconv (maxval kept, results clamped to it), pipes
 # between tools, gtranspose, and conversions to formats that keep the
 # maxval (PAM, PNG with sBIT) or rescale it (JPEG, BMP: against pamdepth).
@@ -77,7 +77,7 @@ for f in g12.pgm c10.ppm; do
     result "$f-mean" "$(close "$got" "$want" 1e-9)"
     got=$("$GS" -s max -c all $f 2>stderr.txt)
     result "$f-max-in-file-units" "$([ "$got" = "$maxval" ] || echo "max $got, not $maxval")"
-    got=$("$GS" --normalized -s mean -c all $f 2>stderr.txt)
+    got=$("$GS" --unit-scale -s mean -c all $f 2>stderr.txt)
     result "$f-normalized-by-maxval" "$(close "$got" "$(awk -v m="$want" -v x="$maxval" \
         'BEGIN { printf "%.17g", m / x }')" 1e-12)"
     if command -v pamsumm >/dev/null; then
@@ -85,7 +85,7 @@ for f in g12.pgm c10.ppm; do
         result "$f-mean-pamsumm" "$(close "$("$GS" -s mean -c all $f)" "$theirs" 1e-6)"
         theirs=$(pamsumm -mean -brief -normalize $f 2>/dev/null)
         result "$f-normalized-pamsumm" \
-            "$(close "$("$GS" --normalized -s mean -c all $f)" "$theirs" 1e-6)"
+            "$(close "$("$GS" --unit-scale -s mean -c all $f)" "$theirs" 1e-6)"
     else
         skip "$f-mean-pamsumm" "pamsumm not installed"
     fi
@@ -171,7 +171,7 @@ result ghist-equalize-maxval "$([ "$4" = 4095 ] && [ "$8" -le 4095 ] && [ "$8" -
 set -- $(pnm_info box.pgm)
 result gconv-keeps-maxval "$([ "$1 $4" = "P5 4095" ] || echo "header: $1 ... $4")"
 # A gain of 2: 2v, clamped to the maxval (an exact answer, checked here).
-"$GC" -k '0,0,0;0,2,0;0,0,0' g12.pgm gain.pgm 2>stderr.txt
+"$GC" -k '0,0,0;0,2,0;0,0,0' --no-normalize g12.pgm gain.pgm 2>stderr.txt
 why=$("$PY" - <<'PY'
 import re
 def read(p):
@@ -203,7 +203,7 @@ result gconv-8bit-maxval "$([ "$4 $8" = "127 127" ] || echo "maxval ${4:-}, larg
 # ------------------------------------------------------------------- pipes
 
 # gconv's PNM on stdout keeps the maxval; gstats reads it from a pipe.
-got=$("$GC" -k '0,0,0;0,2,0;0,0,0' g12.pgm - 2>stderr.txt | "$GS" -s mean -c all - 2>>stderr.txt)
+got=$("$GC" -k '0,0,0;0,2,0;0,0,0' --no-normalize g12.pgm - 2>stderr.txt | "$GS" -s mean -c all - 2>>stderr.txt)
 want=$("$GS" -s mean -c all gain.pgm)
 result pipe-gconv-gstats "$([ -n "$got" ] && [ "$got" = "$want" ] || echo "pipe $got, file $want")"
 got=$("$GC" -k box:1 c10.ppm - 2>/dev/null | "$GS" -s max -c all - 2>/dev/null)

@@ -61,7 +61,7 @@ sanitize() {
 # cli_suite SCRIPT: one tool's CLI suite with GIMG_DEVICE=gpu.
 cli_suite() {
     local t=$1 name=${1##*/} start=$SECONDS rc
-    GIMG_DEVICE=gpu BUILD=$BUILD BIN=$BIN timeout "$LIMIT" bash "$t" >"$logs/raw-$name" 2>&1
+    GIMG_DEVICE=gpu BUILD=$BUILD BIN=$BIN timeout "$LIMIT" bash "$t" </dev/null >"$logs/raw-$name" 2>&1
     rc=$?
     grep -E '^(PASS|FAIL|SKIP): ' "$logs/raw-$name" | sed 's/^\(PASS\|FAIL\|SKIP\): /\1: gpu: /'
     [ $rc -eq 124 ] && echo "FAIL: gpu: $name: timed out after $LIMIT s"

@@ -15,7 +15,8 @@ done
 for t in tests/cli_*.sh; do
     [ -f "$t" ] && [ "$t" != tests/cli_lib.sh ] || continue  # cli_lib.sh is sourced by the others
     echo "== $t"
-    bash "$t" 2>&1 | tee -a "$log" || status=1
+    # Standard input closed: a tool given no INPUT reads it (cli_conventions.sh).
+    bash "$t" </dev/null 2>&1 | tee -a "$log" || status=1
 done
 passed=$(grep -c '^PASS: ' "$log")
 failed=$(grep -c '^FAIL: ' "$log")

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "cli.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,12 +236,54 @@ static void test_missing_argument(void)
     CHECK(PARSE(&c, "in", "-o", "") == GIMG_E_USAGE, "accepted an empty -o");
 }
 
+/* Standard input as a terminal (a pseudo-terminal's far end) or as
+ * /dev/null, for the rule that a missing INPUT is standard input unless it
+ * is a terminal. Returns the old standard input to give back to
+ * restore_stdin, or -1 (nothing changed) when there is no such device. */
+static int stdin_from(int terminal)
+{
+    int fd = -1;
+    if (terminal) {
+        int master = posix_openpt(O_RDWR | O_NOCTTY);
+        if (master < 0 || grantpt(master) || unlockpt(master) || !ptsname(master))
+            return -1; /* the master stays open: the terminal must live */
+        fd = open(ptsname(master), O_RDWR | O_NOCTTY);
+    } else {
+        fd = open("/dev/null", O_RDONLY);
+    }
+    int saved = fd < 0 ? -1 : dup(STDIN_FILENO);
+    if (saved >= 0 && dup2(fd, STDIN_FILENO) < 0) {
+        close(saved);
+        saved = -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    return saved;
+}
+
+static void restore_stdin(int saved)
+{
+    if (saved >= 0) {
+        dup2(saved, STDIN_FILENO);
+        close(saved);
+    }
+}
+
+static void test_missing_operand_at_terminal(void)
+{
+    gimg_cli_common c;
+    int saved = stdin_from(1);
+    if (saved < 0)
+        SKIP("no pseudo-terminal to make standard input");
+    reset();
+    CHECK(PARSE(&c, "-v") == GIMG_E_USAGE, "accepted no operand at a terminal");
+    CHECK(has(gimg_last_error(), "missing operand"), "%s", gimg_last_error());
+    restore_stdin(saved);
+}
+
 static void test_operand_counts(void)
 {
     gimg_cli_common c;
-    reset();
-    CHECK(PARSE(&c, "-v") == GIMG_E_USAGE, "accepted no operand");
-    CHECK(has(gimg_last_error(), "missing operand"), "%s", gimg_last_error());
     reset();
     CHECK(PARSE(&c, "a", "b", "c") == GIMG_E_USAGE, "accepted three operands");
     CHECK(!strcmp(gimg_last_error(), "extra operand 'c'"), "%s", gimg_last_error());
@@ -665,6 +708,76 @@ static void test_batch_options(void)
     CHECK(PARSE(&c, "-o", "out", "a", "b") == GIMG_E_USAGE);
 }
 
+static void test_stdin_when_no_operand(void)
+{
+    gimg_cli_common c;
+    int saved = stdin_from(0);
+    CHECK(saved >= 0, "cannot make /dev/null standard input");
+    reset();
+    CHECK(PARSE(&c, "-v") == GIMG_OK, "%s", gimg_last_error());
+    CHECK(c.input && !strcmp(c.input, "-") && c.n_inputs == 1 && c.n_operands == 1 &&
+              !strcmp(c.operands[0], "-") && !strcmp(c.output, "-"),
+          "input %s, %d inputs, %d operands", c.input ? c.input : "(none)", c.n_inputs,
+          c.n_operands);
+    /* -o names the output; the input is still standard input. */
+    reset();
+    CHECK(PARSE(&c, "-o", "out.png") == GIMG_OK && c.input && !strcmp(c.input, "-") &&
+              !strcmp(c.output, "out.png"),
+          "%s", gimg_last_error());
+    /* A batch whose inputs come from --files-from reads no image from it. */
+    gimg_cli_spec batch = g_spec;
+    batch.with = GIMG_CLI_WITH_BATCH;
+    char *argv[] = {"tool", "--files-from", "list.txt", "-o", "out/", NULL};
+    reset();
+    CHECK(gimg_cli_parse(&batch, 5, argv, &c) == GIMG_OK && c.n_inputs == 0 && !c.input,
+          "%d inputs, input %s: %s", c.n_inputs, c.input ? c.input : "(none)",
+          gimg_last_error());
+    restore_stdin(saved);
+    /* At a terminal the operand is missing: test_missing_operand_at_terminal. */
+}
+
+/* An unknown long option names what was meant, and never runs it. */
+static void test_suggestions(void)
+{
+    static const char *const renamed[] = {"old-op", "op", NULL};
+    gimg_cli_spec spec = g_spec;
+    spec.renamed = renamed;
+    spec.with = GIMG_CLI_WITH_BATCH;
+    static const struct {
+        const char *typed, *message;
+    } cases[] = {
+        {"--verb", "unknown option '--verb' (did you mean --verbose?)"},     /* a prefix */
+        {"--verbsoe", "unknown option '--verbsoe' (did you mean --verbose?)"}, /* a swap */
+        {"--levle", "unknown option '--levle' (did you mean --level?)"},
+        {"--lvel", "unknown option '--lvel' (did you mean --level?)"},       /* a deletion */
+        {"--fasst", "unknown option '--fasst' (did you mean --fast?)"},      /* an insertion */
+        {"--qiet", "unknown option '--qiet' (did you mean --quiet?)"},
+        {"--prog", "unknown option '--prog' (did you mean --progressive or --progress?)"},
+        {"--old-op", "unknown option '--old-op' (it is now --op)"},
+        {"--old-opp", "unknown option '--old-opp' (did you mean --op?)"},
+        {"--frob", "unknown option '--frob'"},  /* nothing near */
+        {"--jsonx", "unknown option '--jsonx'"}, /* gimg_cli has no --json */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_cli_common c;
+        char *argv[] = {"tool", (char *)cases[i].typed, "in", NULL};
+        reset();
+        gimg_status st = gimg_cli_parse(&spec, 3, argv, &c);
+        CHECK(st == GIMG_E_USAGE && !strcmp(gimg_last_error(), cases[i].message),
+              "%s: status %d, '%s'", cases[i].typed, st, gimg_last_error());
+        CHECK(!c.verbose && !c.quiet && g_seen.calls == 0 && c.progress == -1,
+              "%s was acted on", cases[i].typed);
+    }
+    /* The "=value" part is not part of the name looked up. */
+    gimg_cli_common c;
+    char *argv[] = {"tool", "--levle=3", "in", NULL};
+    reset();
+    CHECK(gimg_cli_parse(&spec, 3, argv, &c) == GIMG_E_USAGE &&
+              !strcmp(gimg_last_error(), "unknown option '--levle' (did you mean --level?)"),
+          "%s", gimg_last_error());
+    CHECK(g_seen.level == -1, "--levle=3 set the level to %lld", g_seen.level);
+}
+
 int main(void)
 {
     RUN(test_batch_options);
@@ -676,6 +789,9 @@ int main(void)
     RUN(test_unknown_options);
     RUN(test_missing_argument);
     RUN(test_operand_counts);
+    RUN(test_missing_operand_at_terminal);
+    RUN(test_stdin_when_no_operand);
+    RUN(test_suggestions);
     RUN(test_help_and_version_actions);
     RUN(test_handler_errors);
     RUN(test_common_defaults);

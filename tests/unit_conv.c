@@ -1,5 +1,6 @@
 /*
- * unit_conv — gconv's library: the kernel-spec parser, the reference's
+ * unit_conv — gconv's library: the kernel-spec parser (flat lists,
+ * normalization, the kernel file's size bound included), the reference's
  * semantics checked against hand-computed results (borders at every edge
  * and corner, anchors of even and odd kernels, convolution vs correlation,
  * named kernels' signs, alpha modes, chains), and the fast CPU path against
@@ -14,6 +15,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -166,10 +170,12 @@ static void test_parse_errors(void)
               cases[i].spec, gimg_last_error(), cases[i].want);
         gimg_kernel_free(&k);
     }
-    /* Too large: 256 columns, and 256 rows. */
-    char *big = malloc(256 * 3 + 1), *p = big;
+    /* Too large: 256 columns (one row, made so by its ';': 256 numbers
+     * alone are a flat 16x16), and 256 rows. */
+    char *big = malloc(256 * 3 + 2), *p = big;
     for (int i = 0; i < 256; i++)
         p += sprintf(p, "1 ");
+    strcpy(p, ";");
     gimg_kernel k;
     CHECK(gimg_kernel_parse(big, 0, 0, &k) == GIMG_E_USAGE && strstr(gimg_last_error(), "too large"),
           "256 columns: %s", gimg_last_error());
@@ -1043,11 +1049,177 @@ static void test_auto_threshold(void)
     gimg_kernel_free(&k3), gimg_kernel_free(&k31), gimg_kernel_free(&k127);
 }
 
+/* A flat list of n*n numbers is n x n (as ImageMagick's -convolve reads
+ * it); other counts, and any list with a ';', keep their rows. */
+static void test_parse_flat_lists(void)
+{
+    gimg_kernel k = parse_ok("1,2,3,4,5,6,7,8,9", 1);
+    CHECK(k.width == 3 && k.height == 3 && k.anchor_x == 1 && k.anchor_y == 1, "9 values: %dx%d",
+          k.width, k.height);
+    for (int t = 0; t < 9; t++)
+        CHECK(k.taps[t] == (float)(t + 1), "row-major, as written: tap %d is %g", t, k.taps[t]);
+    gimg_kernel_free(&k);
+    k = parse_ok(" 1 2 3 4 5 6 7 8 9 ", 0);
+    CHECK(k.width == 3 && k.height == 3 && k.taps[0] == 9 && k.taps[8] == 1 && k.taps[5] == 4,
+          "blanks, convolution rotates the 3x3");
+    gimg_kernel_free(&k);
+    k = parse_ok("1 2 3 4", 1);
+    CHECK(k.width == 2 && k.height == 2 && k.taps[2] == 3 && k.anchor_x == 0 && k.anchor_y == 0,
+          "4 values: 2x2, anchor up-left");
+    gimg_kernel_free(&k);
+    static const struct { const char *spec; int w, h; } keep[] = {
+        {"1", 1, 1}, {"1 2", 2, 1}, {"1 2 1", 3, 1}, {"1,1,1,1,1,1,1,1", 8, 1},
+        {"1 2 3 4;", 4, 1}, {"1 2 3 4 5 6 7 8 9;", 9, 1}, {"1;2;3;4", 1, 4},
+        {"1 2 3 4\n", 2, 2}, /* a newline ends the only row: still a flat list */
+    };
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        k = parse_ok(keep[i].spec, 1);
+        CHECK(k.width == keep[i].w && k.height == keep[i].h, "'%s': %dx%d, want %dx%d",
+              keep[i].spec, k.width, k.height, keep[i].w, keep[i].h);
+        gimg_kernel_free(&k);
+    }
+    /* A file's one line is a flat list too. */
+    const char *text = "# a 5x5 binomial, as one line\n1 4 6 4 1 4 16 24 16 4 6 24 36 24 6 "
+                       "4 16 24 16 4 1 4 6 4 1\n";
+    CHECK(gimg_kernel_parse_text(text, strlen(text), "f", 1, 0, &k) == GIMG_OK && k.width == 5 &&
+              k.height == 5 && k.taps[12] == 36 && k.kind == GIMG_KERNEL_SEPARABLE,
+          "one line of 25: %dx%d %s", k.width, k.height, gimg_last_error());
+    gimg_kernel_free(&k);
+    /* The largest flat list: 255 * 255 values; one more is too large. */
+    const int most = GIMG_KERNEL_MAX_SIDE * GIMG_KERNEL_MAX_SIDE;
+    char *big = malloc((size_t)(most + 1) * 2 + 1), *p = big;
+    for (int i = 0; i < most; i++)
+        p += sprintf(p, "1 ");
+    k = parse_ok(big, 0);
+    CHECK(k.width == 255 && k.height == 255, "255*255 values: %dx%d", k.width, k.height);
+    gimg_kernel_free(&k);
+    strcpy(p, "1");
+    CHECK(gimg_kernel_parse(big, 0, 0, &k) == GIMG_E_USAGE && strstr(gimg_last_error(), "too large"),
+          "255*255 + 1 values: %s", gimg_last_error());
+    gimg_kernel_free(&k);
+    /* 300 values: no square, one row, over 255 columns. */
+    big[600] = '\0';
+    CHECK(gimg_kernel_parse(big, 0, 0, &k) == GIMG_E_USAGE && strstr(gimg_last_error(), "too large"),
+          "a row of 300: %s", gimg_last_error());
+    gimg_kernel_free(&k);
+    /* A first line of 256 values followed by a second line is no flat list. */
+    big[512] = '\n';
+    big[513] = '\0';
+    strcat(big, "1 2\n");
+    CHECK(gimg_kernel_parse_text(big, strlen(big), "f", 0, 0, &k) == GIMG_E_USAGE &&
+              strstr(gimg_last_error(), "too large"),
+          "256 columns then a row: %s", gimg_last_error());
+    gimg_kernel_free(&k);
+    free(big);
+}
+
+/* normalize: divided by the sum unless it is zero (within the taps'
+ * precision); named kernels never. */
+static void test_parse_normalize(void)
+{
+    gimg_kernel k;
+    const char *binomial = "1 4 6 4 1; 4 16 24 16 4; 6 24 36 24 6; 4 16 24 16 4; 1 4 6 4 1";
+    CHECK(gimg_kernel_parse(binomial, 0, 1, &k) == GIMG_OK, "%s", gimg_last_error());
+    double sum = 0;
+    for (int t = 0; t < 25; t++)
+        sum += k.taps[t];
+    CHECK(sum == 1 && k.taps[12] == 36.0f / 256 && k.taps[0] == 1.0f / 256,
+          "binomial / 256: sum %g, centre %g", sum, k.taps[12]);
+    CHECK(k.kind == GIMG_KERNEL_SEPARABLE && k.divided_by == 256, "still separable, divided by %g",
+          k.divided_by);
+    gimg_kernel_free(&k);
+    CHECK(gimg_kernel_parse(binomial, 0, 0, &k) == GIMG_OK && k.taps[12] == 36 && k.divided_by == 0,
+          "as written");
+    gimg_kernel_free(&k);
+    /* A negative sum divides too: -2 at the centre is the identity, its
+     * zeros +0 (not -0), so that it is planned as separable. */
+    CHECK(gimg_kernel_parse("0 0 0; 0 -2 0; 0 0 0", 0, 1, &k) == GIMG_OK && k.taps[4] == 1 &&
+              !signbit(k.taps[0]) && k.divided_by == -2 && k.kind == GIMG_KERNEL_SEPARABLE,
+          "negative sum: centre %g, corner %g", k.taps[4], k.taps[0]);
+    gimg_kernel_free(&k);
+    /* Zero sums, exact and within the decimals' rounding, stay as written. */
+    static const char *const zero[] = {"-1 0 1", "0.1 0.2 -0.3", "0.7 -0.1; -0.2 -0.4", "0"};
+    for (size_t i = 0; i < sizeof zero / sizeof *zero; i++) {
+        gimg_kernel a, b;
+        CHECK(gimg_kernel_parse(zero[i], 1, 1, &a) == GIMG_OK &&
+                  gimg_kernel_parse(zero[i], 1, 0, &b) == GIMG_OK,
+              "'%s': %s", zero[i], gimg_last_error());
+        CHECK(a.width == b.width && a.divided_by == 0 &&
+                  !memcmp(a.taps, b.taps, (size_t)a.width * a.height * sizeof(float)),
+              "'%s' (sum 0) is not normalized", zero[i]);
+        gimg_kernel_free(&a);
+        gimg_kernel_free(&b);
+    }
+    /* A kernel summing to 1 is unchanged, bit for bit. */
+    gimg_kernel a, b;
+    CHECK(gimg_kernel_parse("0.25 0.5 0.25", 1, 1, &a) == GIMG_OK &&
+              gimg_kernel_parse("0.25 0.5 0.25", 1, 0, &b) == GIMG_OK &&
+              !memcmp(a.taps, b.taps, 3 * sizeof(float)) && a.divided_by == 0,
+          "sum 1 unchanged");
+    gimg_kernel_free(&a);
+    gimg_kernel_free(&b);
+    /* Named kernels ignore it (sharpen sums to 1, edge to 0, both as defined). */
+    CHECK(gimg_kernel_parse("emboss", 0, 1, &a) == GIMG_OK && a.taps[0] == -2 && a.taps[8] == 2,
+          "emboss unchanged");
+    gimg_kernel_free(&a);
+}
+
+/* A kernel file is read no further than GIMG_KERNEL_MAX_FILE_BYTES: a file
+ * of exactly that size (255 x 255 taps of 64 bytes) is a kernel, one byte
+ * more is refused, and endless devices are refused at once. */
+static void test_kernel_file_bound(void)
+{
+    char path[] = "/tmp/unit_conv_bigXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0)
+        return;
+    FILE *f = fdopen(fd, "w");
+    const int side = GIMG_KERNEL_MAX_SIDE;
+    for (int i = 0; i < side; i++)
+        for (int j = 0; j < side; j++) /* "1." and 61 zeros: 63 characters, and a separator */
+            fprintf(f, "1.%061d%c", 0, j == side - 1 ? '\n' : ' ');
+    fclose(f);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == GIMG_KERNEL_MAX_FILE_BYTES,
+          "the file is %lld bytes", (long long)sb.st_size);
+    char spec[64];
+    snprintf(spec, sizeof spec, "@%s", path);
+    gimg_kernel k;
+    CHECK(gimg_kernel_parse(spec, 0, 0, &k) == GIMG_OK && k.width == side && k.height == side &&
+              k.taps[0] == 1,
+          "the largest kernel file: %s", gimg_last_error());
+    gimg_kernel_free(&k);
+    fd = open(path, O_WRONLY | O_APPEND);
+    CHECK(fd >= 0 && write(fd, "\n", 1) == 1, "append");
+    if (fd >= 0)
+        close(fd);
+    CHECK(gimg_kernel_parse(spec, 0, 0, &k) == GIMG_E_USAGE && strstr(gimg_last_error(), "too large"),
+          "one byte more: %s", gimg_last_error());
+    gimg_kernel_free(&k);
+    unlink(path);
+    static const char *const endless[] = {"@/dev/zero", "@/dev/urandom"};
+    for (size_t i = 0; i < 2; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CHECK(gimg_kernel_parse(endless[i], 0, 0, &k) == GIMG_E_USAGE &&
+                  strstr(gimg_last_error(), "too large"),
+              "%s: %s", endless[i], gimg_last_error());
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+        CHECK(ms < 1000, "%s refused in %.0f ms", endless[i], ms);
+        gimg_kernel_free(&k);
+    }
+}
+
 int main(void)
 {
     RUN(test_parse_inline_and_anchor);
     RUN(test_parse_file_text);
     RUN(test_parse_errors);
+    RUN(test_parse_flat_lists);
+    RUN(test_parse_normalize);
+    RUN(test_kernel_file_bound);
     RUN(test_named_kernels);
     RUN(test_named_signs);
     RUN(test_borders_every_edge_and_corner);

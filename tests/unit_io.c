@@ -2597,6 +2597,255 @@ static void test_imagemagick(void)
     }
 }
 
+/* ---------------------------------------------- file handling faults */
+
+/* Replacing a file keeps its permission bits and, as root, its owner and
+ * group; it is a new file all the same (a hard link keeps the old bytes). */
+static void test_write_keeps_mode_and_owner(void)
+{
+    const char *path = path_in_dir("kept.bin");
+    const char *link2 = path_in_dir("kept-link.bin");
+    static const mode_t modes[] = {0600, 0640, 0751, 0444};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        CHECK(write_raw(path, "old", 3) && chmod(path, modes[i]) == 0, "setup");
+        CHECK(gimg_write_file(path, (const unsigned char *)"new", 3) == GIMG_OK, "%s",
+              gimg_last_error());
+        struct stat sb;
+        CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == modes[i],
+              "mode %04o became %04o", (unsigned)modes[i], (unsigned)(sb.st_mode & 07777));
+        CHECK(file_has(path, "new"), "not replaced");
+        chmod(path, 0644);
+        unlink(path);
+    }
+    if (geteuid() == 0) {
+        const uid_t uid = 65534;
+        const gid_t gid = 65534;
+        CHECK(write_raw(path, "old", 3) && chown(path, uid, gid) == 0, "chown");
+        CHECK(gimg_write_file(path, (const unsigned char *)"new", 3) == GIMG_OK, "%s",
+              gimg_last_error());
+        struct stat sb;
+        CHECK(stat(path, &sb) == 0 && sb.st_uid == uid && sb.st_gid == gid,
+              "owner %u:%u, expected %u:%u", (unsigned)sb.st_uid, (unsigned)sb.st_gid,
+              (unsigned)uid, (unsigned)gid);
+        unlink(path);
+    }
+    CHECK(write_raw(path, "old", 3) && link(path, link2) == 0, "link");
+    CHECK(gimg_write_file(path, (const unsigned char *)"new", 3) == GIMG_OK, "%s",
+          gimg_last_error());
+    CHECK(file_has(path, "new") && file_has(link2, "old"), "a hard link was not split");
+    unlink(path);
+    unlink(link2);
+}
+
+/* The registry of temporary files grows to hold as many as the workers
+ * write at once (-j allows 1024), and the handler removes every one of
+ * them on SIGHUP and SIGPIPE as on SIGTERM; SIGXFSZ is ignored. */
+static void test_signal_registry_grows(void)
+{
+    enum { N = 1100 };
+    static int slot[N];
+    char name[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s/.r%d.gimg-abcdef", g_dir, i);
+        slot[i] = gimg_io_register_temp(name);
+        CHECK(slot[i] >= 0, "slot %d: registry full at %d", i, gimg_io_temp_capacity());
+        for (int k = 0; k < i && slot[i] >= 0; k += 97)
+            CHECK(slot[k] != slot[i], "slots %d and %d share %d", k, i, slot[i]);
+    }
+    CHECK(gimg_io_temp_capacity() >= N, "capacity %d", gimg_io_temp_capacity());
+    for (int i = 0; i < N; i++)
+        gimg_io_unregister_temp(slot[i]);
+    /* Freed slots are taken again: the registry does not grow without need. */
+    const int capacity = gimg_io_temp_capacity();
+    for (int i = 0; i < N; i++)
+        slot[i] = gimg_io_register_temp("/nonexistent/.x.gimg-abcdef");
+    CHECK(gimg_io_temp_capacity() == capacity, "grew from %d to %d", capacity,
+          gimg_io_temp_capacity());
+    for (int i = 0; i < N; i++)
+        gimg_io_unregister_temp(slot[i]);
+
+    static const int sigs[] = {SIGHUP, SIGPIPE};
+    for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) {
+        enum { FILES = 300 };
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0)
+            SKIP("fork failed");
+        if (pid == 0) {
+            gimg_install_signal_cleanup();
+            struct sigaction sa;
+            if (sigaction(SIGXFSZ, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN)
+                _exit(5);
+            for (int i = 0; i < FILES; i++) {
+                snprintf(name, sizeof name, "%s/.s%d.gimg-abcdef", g_dir, i);
+                if (!write_raw(name, "partial", 7) || gimg_io_register_temp(name) < 0)
+                    _exit(3);
+            }
+            raise(sigs[s]);
+            _exit(4);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sigs[s],
+              "the child did not die of signal %d (status 0x%x)", sigs[s], (unsigned)status);
+        int left = 0;
+        for (int i = 0; i < FILES; i++) {
+            snprintf(name, sizeof name, "%s/.s%d.gimg-abcdef", g_dir, i);
+            left += unlink(name) == 0;
+        }
+        CHECK(left == 0, "signal %d left %d of %d temporary files", sigs[s], left, FILES);
+    }
+}
+
+/* A child that writes len bytes of buf into the FIFO at path, then ends
+ * (or dies of SIGPIPE when the reader stops first). */
+static pid_t fifo_writer(const char *path, const void *buf, size_t len, int forever)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    signal(SIGPIPE, SIG_DFL);
+    int fd = open(path, O_WRONLY);
+    if (fd < 0)
+        _exit(3);
+    do
+        if (write(fd, buf, len) < 0)
+            _exit(0);
+    while (forever);
+    _exit(0);
+}
+
+/* A stream is refused from its first bytes when they start no image we
+ * know, before the rest is read; images through a pipe are still read,
+ * and text readers (gimg_slurp_checked) take any content within a bound. */
+static void test_slurp_sniffs_streams(void)
+{
+    unsigned char *buf;
+    size_t len;
+    CHECK(gimg_slurp("/dev/zero", &buf, &len) == GIMG_E_FORMAT && !buf &&
+              strstr(gimg_last_error(), "unrecognised image format"),
+          "/dev/zero: %s", gimg_last_error());
+    CHECK(gimg_slurp_checked("/dev/zero", (size_t)1 << 20, NULL, NULL, &buf, &len) ==
+                  GIMG_E_LIMIT && !buf,
+          "a bounded text read of /dev/zero: %s", gimg_last_error());
+
+    CHECK(gimg_check_image_head((const unsigned char *)"P5", 2, 0) == GIMG_OK, "too early");
+    CHECK(gimg_check_image_head((const unsigned char *)"hello", 5, 1) == GIMG_E_FORMAT,
+          "a short text accepted");
+    unsigned char head[GIMG_SNIFF_BYTES] = "8BPS";
+    CHECK(gimg_check_image_head(head, sizeof head, 0) == GIMG_E_FORMAT &&
+              strstr(gimg_last_error(), "PSD format not supported"),
+          "PSD: %s", gimg_last_error());
+
+    const char *fifo = path_in_dir("stream.fifo");
+    if (mkfifo(fifo, 0600) != 0)
+        SKIP("mkfifo failed");
+    /* An image of 2x1 gray through the FIFO: read whole. */
+    static const char pgm[] = "P5\n2 1\n255\n\x01\x02";
+    pid_t pid = fifo_writer(fifo, pgm, sizeof pgm - 1, 0);
+    gimg_image im;
+    CHECK(pid > 0 && gimg_read(fifo, &im) == GIMG_OK && im.width == 2 &&
+              ((unsigned char *)im.data)[1] == 2,
+          "a PGM through a FIFO: %s", gimg_last_error());
+    gimg_image_free(&im);
+    waitpid(pid, NULL, 0);
+    /* Endless text: refused after its first bytes. */
+    static const char text[] = "this is not an image, and it never ends ";
+    pid = fifo_writer(fifo, text, sizeof text - 1, 1);
+    CHECK(pid > 0 && gimg_slurp(fifo, &buf, &len) == GIMG_E_FORMAT &&
+              strstr(gimg_last_error(), "unrecognised image format"),
+          "endless text through a FIFO: %s", gimg_last_error());
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(fifo);
+}
+
+/* An HDR size beyond an int is refused with the numbers the file states. */
+static void test_hdr_stated_size(void)
+{
+    static const struct {
+        const char *res, *want;
+    } cases[] = {
+        {"-Y 99999999999 +X 10", "HDR image 10x99999999999 exceeds"},
+        {"-Y 4294967297 +X 4294967298", "HDR image 4294967298x4294967297 exceeds"},
+        {"-Y 16777217 +X 8", "HDR image 8x16777217 exceeds"},
+        {"-Y 0 +X 8", "invalid HDR image size 8x0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char file[160];
+        int n = snprintf(file, sizeof file, "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n%s\n",
+                         cases[i].res);
+        gimg_info info;
+        gimg_image im;
+        CHECK(gimg_probe_memory((const unsigned char *)file, (size_t)n, &info) != GIMG_OK &&
+                  strstr(gimg_last_error(), cases[i].want),
+              "%s: probe said '%s'", cases[i].res, gimg_last_error());
+        CHECK(gimg_decode_memory((const unsigned char *)file, (size_t)n, &im) != GIMG_OK &&
+                  strstr(gimg_last_error(), cases[i].want),
+              "%s: decode said '%s'", cases[i].res, gimg_last_error());
+    }
+}
+
+/* PAM header lines: a NUL inside one, and a size or maxval given twice,
+ * are refused; a comment is a line of its own (after a value it is not a
+ * number: netpbm 11.01's pamfile refuses "HEIGHT 1 # c" too). */
+static void test_pam_header_lines(void)
+{
+    static const struct {
+        const char *lines; /* between "P7\n" and "ENDHDR\n" */
+        size_t len;        /* of lines, which may hold a NUL */
+        const char *want;  /* NULL: read */
+    } cases[] = {
+        {"WIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n", 0, NULL},
+        {"# a comment\nWIDTH 1\n  # another\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n", 0, NULL},
+        {"WIDTH 1\nHEIGHT 1\nHEIGHT 2\nDEPTH 1\nMAXVAL 255\n", 0, "HEIGHT given twice"},
+        {"WIDTH 1\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n", 0, "WIDTH given twice"},
+        {"WIDTH 1\nHEIGHT 1\nDEPTH 1\nDEPTH 1\nMAXVAL 255\n", 0, "DEPTH given twice"},
+        {"WIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\nMAXVAL 1\n", 0, "MAXVAL given twice"},
+        {"WIDTH 1\nHEIGHT 1\0junk\nDEPTH 1\nMAXVAL 255\n", 38, "NUL byte in a header line"},
+        {"WIDTH 1\nHEIGHT 1 # c\nDEPTH 1\nMAXVAL 255\n", 0, "bad HEIGHT"},
+    };
+    /* Comment lines without end (a stream of `yes '#'`) are no header;
+     * a few thousand of them are. */
+    for (int lines = 1000; lines <= 20000; lines += 19000) {
+        size_t cap = (size_t)lines * 2 + 64, n = 0;
+        unsigned char *many = malloc(cap);
+        if (!many)
+            continue;
+        n += (size_t)sprintf((char *)many, "P7\n");
+        for (int i = 0; i < lines; i++, n += 2)
+            memcpy(many + n, "#\n", 2);
+        n += (size_t)sprintf((char *)many + n, "WIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\nENDHDR\n\x80");
+        gimg_image im;
+        gimg_status st = gimg_decode_memory(many, n, &im);
+        if (lines < 16384)
+            CHECK(st == GIMG_OK, "%d comment lines: %s", lines, gimg_last_error());
+        else
+            CHECK(st == GIMG_E_FORMAT && strstr(gimg_last_error(), "no ENDHDR"),
+                  "%d comment lines: %s", lines, st ? gimg_last_error() : "read");
+        gimg_image_free(&im);
+        free(many);
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char file[256];
+        size_t n = cases[i].len ? cases[i].len : strlen(cases[i].lines);
+        memcpy(file, "P7\n", 3);
+        memcpy(file + 3, cases[i].lines, n);
+        memcpy(file + 3 + n, "ENDHDR\n\x80\x80", 9);
+        gimg_image im;
+        gimg_status st = gimg_decode_memory(file, 3 + n + 9, &im);
+        if (!cases[i].want) {
+            CHECK(st == GIMG_OK && im.width == 1 && im.height == 1, "case %zu: %s", i,
+                  gimg_last_error());
+            gimg_image_free(&im);
+        } else {
+            CHECK(st == GIMG_E_FORMAT && strstr(gimg_last_error(), cases[i].want),
+                  "case %zu: %s, expected '%s'", i, st ? gimg_last_error() : "read",
+                  cases[i].want);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ main */
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -2668,6 +2917,11 @@ int main(void)
     RUN(test_write_umask);
     RUN(test_write_stdout);
     RUN(test_signal_cleanup);
+    RUN(test_write_keeps_mode_and_owner);
+    RUN(test_signal_registry_grows);
+    RUN(test_slurp_sniffs_streams);
+    RUN(test_hdr_stated_size);
+    RUN(test_pam_header_lines);
     RUN(test_rewrite_same_path);
     RUN(test_png_large);
     RUN(test_png_threads);

@@ -41,7 +41,7 @@ log=$work/suites.log
 [ $# -gt 0 ] || set -- tests/cli_*.sh
 for t in "$@"; do
     echo "== $t (under valgrind)"
-    GIMG_TEST_SLOW=1 BIN="$work/bin" BUILD="$BUILD" bash "$t" 2>&1 | tee -a "$log"
+    GIMG_TEST_SLOW=1 BIN="$work/bin" BUILD="$BUILD" bash "$t" </dev/null 2>&1 | tee -a "$log"
 done
 
 # Every log with an error: its report, and one FAIL line each.

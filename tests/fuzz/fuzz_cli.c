@@ -116,7 +116,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (st == GIMG_OK && c.action == GIMG_CLI_RUN) {
         FUZZ_CHECK(c.n_operands >= 0 && c.n_operands < argc, "%d operands", c.n_operands);
-        FUZZ_CHECK(c.operands == argv + 1, "operands are not at argv + 1");
+        /* No operand, standard input not a terminal: the input is "-",
+         * which no argument spelled. */
+        const int implied_stdin = c.n_operands == 1 && !strcmp(c.operands[0], "-") &&
+                                  !in_argv(c.operands[0], orig, argc);
+        FUZZ_CHECK(implied_stdin || c.operands == argv + 1, "operands are not at argv + 1");
         /* The operands keep their order among the original arguments. */
         for (int i = 1, j = 1; i < c.n_operands; i++) {
             while (j < argc && orig[j] != c.operands[i - 1])
@@ -129,7 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_CHECK(c.output && (strcmp(c.output, "-") == 0 || in_argv(c.output, orig, argc)),
                    "output does not point into argv");
-        FUZZ_CHECK(!c.input || in_argv(c.input, orig, argc), "input does not point into argv");
+        FUZZ_CHECK(!c.input || implied_stdin || in_argv(c.input, orig, argc),
+                   "input does not point into argv");
         FUZZ_CHECK(c.max_pixels == gimg_max_pixels(), "--max-pixels not applied");
         FUZZ_CHECK(c.write.quality >= 1 && c.write.quality <= 100, "quality %d",
                    c.write.quality);
