@@ -1,11 +1,13 @@
 /*
  * testmeta.h — metadata for the codec tests to write and read back: an
  * ICC-looking profile, an EXIF block with an orientation and pixel
- * dimensions, an XMP packet, each of any size and made here.
+ * dimensions, an XMP packet, each of any size and made here, and an image
+ * given all of them (set_meta).
  */
 #ifndef GIMG_TESTMETA_H
 #define GIMG_TESTMETA_H
 
+#include "gimg.h"
 #include "testimg.h"
 
 #include <stdint.h>
@@ -84,6 +86,32 @@ static inline unsigned char *make_xmp(size_t n)
     memcpy(p, head, sizeof head - 1);
     memcpy(p + n - (sizeof tail - 1), tail, sizeof tail - 1);
     return p;
+}
+
+/* Gives im a gimg_meta with the blobs and resolution asked (a 0 size: none). */
+static inline void set_meta(gimg_image *im, size_t icc_bytes, size_t exif_bytes,
+                            int orientation, size_t xmp_bytes, double x_dpi, double y_dpi)
+{
+    gimg_meta *m = gimg_meta_new();
+    if (!m)
+        exit(1);
+    if (icc_bytes) {
+        m->icc = fake_icc(icc_bytes, icc_bytes);
+        m->icc_bytes = icc_bytes;
+    }
+    if (exif_bytes) {
+        m->exif = make_exif(exif_bytes, orientation, 0, im->width, im->height);
+        m->exif_bytes = exif_bytes;
+        m->orientation = orientation;
+    }
+    if (xmp_bytes) {
+        m->xmp = make_xmp(xmp_bytes);
+        m->xmp_bytes = xmp_bytes;
+    }
+    m->x_dpi = x_dpi;
+    m->y_dpi = y_dpi;
+    gimg_meta_free(im->meta);
+    im->meta = m;
 }
 
 #endif

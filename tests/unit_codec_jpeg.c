@@ -1865,32 +1865,6 @@ static void test_encode_out_of_memory(void)
 
 /* ------------------------------------------------------------ metadata */
 
-/* Gives im a gimg_meta with the blobs and resolution asked (a 0 size: none). */
-static void set_meta(gimg_image *im, size_t icc_bytes, size_t exif_bytes, int orientation,
-                     size_t xmp_bytes, double x_dpi, double y_dpi)
-{
-    gimg_meta *m = gimg_meta_new();
-    if (!m)
-        exit(1);
-    if (icc_bytes) {
-        m->icc = fake_icc(icc_bytes, icc_bytes);
-        m->icc_bytes = icc_bytes;
-    }
-    if (exif_bytes) {
-        m->exif = make_exif(exif_bytes, orientation, 0, im->width, im->height);
-        m->exif_bytes = exif_bytes;
-        m->orientation = orientation;
-    }
-    if (xmp_bytes) {
-        m->xmp = make_xmp(xmp_bytes);
-        m->xmp_bytes = xmp_bytes;
-    }
-    m->x_dpi = x_dpi;
-    m->y_dpi = y_dpi;
-    gimg_meta_free(im->meta);
-    im->meta = m;
-}
-
 static int same_blob(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
 {
     return na == nb && (na == 0 || (a && b && memcmp(a, b, na) == 0));

@@ -815,31 +815,6 @@ static void test_threads(void)
 
 /* ------------------------------------------------------------ metadata */
 
-/* im's metadata: the blobs asked for (0 bytes: none), a resolution. */
-static void set_meta(gimg_image *im, size_t icc, size_t exif, int orientation, size_t xmp,
-                     double dpi)
-{
-    gimg_meta *m = gimg_meta_new();
-    if (!m)
-        exit(1);
-    if (icc) {
-        m->icc = fake_icc(icc, icc);
-        m->icc_bytes = icc;
-    }
-    if (exif) {
-        m->exif = make_exif(exif, orientation, 0, im->width, im->height);
-        m->exif_bytes = exif;
-        m->orientation = orientation;
-    }
-    if (xmp) {
-        m->xmp = make_xmp(xmp);
-        m->xmp_bytes = xmp;
-    }
-    m->x_dpi = m->y_dpi = dpi;
-    gimg_meta_free(im->meta);
-    im->meta = m;
-}
-
 static int same_blob(const unsigned char *a, size_t na, const unsigned char *b, size_t nb)
 {
     return na == nb && (na == 0 || (a && b && memcmp(a, b, na) == 0));
@@ -934,7 +909,7 @@ static void test_meta_round_trip(void)
         if (cases[i].channels == 4)
             for (int x = 0; x < 50; x++)
                 gimg_row(&im, 3)[x * 4 + 3] = (unsigned char)(x * 5);  /* some alpha */
-        set_meta(&im, cases[i].icc, cases[i].exif, 6, cases[i].xmp, 300);
+        set_meta(&im, cases[i].icc, cases[i].exif, 6, cases[i].xmp, 300, 300);
         char what[64], list[128];
         snprintf(what, sizeof what, "case %zu (%d channels, %s)", i, cases[i].channels,
                  cases[i].lossless ? "lossless" : "lossy");
@@ -1109,7 +1084,7 @@ static void test_meta_peers(void)
     if (!webpmux && !exiftool)
         SKIP("neither webpmux nor exiftool is installed");
     gimg_image im = photo_like(40, 30, 3, 8);
-    set_meta(&im, 5000, 200, 6, 600, 0);
+    set_meta(&im, 5000, 200, 6, 600, 0, 0);
     size_t len, n;
     unsigned char *buf = encode(&im, 80, 0, &len);
     if (!buf) {
