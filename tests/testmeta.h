@@ -11,6 +11,7 @@
 #include "testimg.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,31 @@ static inline unsigned char *make_xmp(size_t n)
     memcpy(p, head, sizeof head - 1);
     memcpy(p + n - (sizeof tail - 1), tail, sizeof tail - 1);
     return p;
+}
+
+static inline int same_blob(const unsigned char *a, size_t na, const unsigned char *b,
+                            size_t nb)
+{
+    return na == nb && (na == 0 || (a && b && memcmp(a, b, na) == 0));
+}
+
+/* 1, with the first difference in why, if got's ICC profile, EXIF, XMP or
+ * orientation is not want's; 0 if all four are. */
+static inline int meta_blobs_differ(const gimg_meta *got, const gimg_meta *want, char *why,
+                                    size_t size)
+{
+    if (!same_blob(got->icc, got->icc_bytes, want->icc, want->icc_bytes))
+        snprintf(why, size, "ICC profile of %zu bytes, wanted %zu", got->icc_bytes,
+                 want->icc_bytes);
+    else if (!same_blob(got->exif, got->exif_bytes, want->exif, want->exif_bytes))
+        snprintf(why, size, "EXIF of %zu bytes, wanted %zu", got->exif_bytes, want->exif_bytes);
+    else if (!same_blob(got->xmp, got->xmp_bytes, want->xmp, want->xmp_bytes))
+        snprintf(why, size, "XMP of %zu bytes, wanted %zu", got->xmp_bytes, want->xmp_bytes);
+    else if (got->orientation != want->orientation)
+        snprintf(why, size, "orientation %d, wanted %d", got->orientation, want->orientation);
+    else
+        return 0;
+    return 1;
 }
 
 /* Gives im a gimg_meta with the blobs and resolution asked (a 0 size: none). */
