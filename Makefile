@@ -4,7 +4,8 @@
 #   make test       the CPU test suite (what CI runs)
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
 #                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without);
-#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_CLI=
+#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_DIFF=
+#                   "gpudiff_ssim ..." picks programs, TEST_GPU_CLI=
 #                   "cli_gconv.sh ..." picks CLI suites, TEST_GPU_TIMEOUT=900
 #                   bounds each parallel job (seconds)
 #   make bench      kernel benchmarks (needs a CUDA GPU)
@@ -126,7 +127,10 @@ all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 $(BUILD)/%.o: %.c lib/gimg.h $(wildcard lib/*.h) $(wildcard kernels/*.h) $(wildcard tests/*.h) $(BUILD)/config | $(BUILD)/dirs
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/kernels/%.o: kernels/%.cu kernels/%.h $(wildcard kernels/*.cuh) lib/gimg.h $(BUILD)/config | $(BUILD)/dirs
+# Kernels include the library's public and internal headers (the structs
+# they fill: stats_internal.h, ssim_internal.h), never the others.
+$(BUILD)/kernels/%.o: kernels/%.cu kernels/%.h $(wildcard kernels/*.cuh) $(wildcard lib/gimg*.h) \
+                      $(wildcard lib/*_internal.h) $(BUILD)/config | $(BUILD)/dirs
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/dirs:

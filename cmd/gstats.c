@@ -5,22 +5,26 @@
  *   gstats [options] INPUT...                    see gstats(1)
  *   gstats --compare REFERENCE [options] INPUT...
  *
- * Exit status: 0 success (a comparison succeeds whether or not the images
- * differ), 1 when any input failed (the others are still reported), 2 usage
- * error.
+ * Exit status: 0 success, 1 when any input failed (the others are still
+ * reported), 2 usage error. In compare mode, as cmp(1) and ImageMagick's
+ * compare: 0 every input within the thresholds (--fail-if, --exact; with
+ * none, whether or not the images differ), 1 some input beyond them, 2
+ * trouble (an input or the reference unreadable, layouts that cannot be
+ * compared, a usage error).
  */
 #include "driver.h"
 #include "gimg_stats.h"
 #include "report.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TOOL "gstats"
 
 enum { OPT_CHANNEL, OPT_STAT, OPT_PERCENTILES, OPT_REGION, OPT_UNIT_SCALE, OPT_JSON, OPT_CSV,
-       OPT_COMPARE };
+       OPT_COMPARE, OPT_FAIL_IF, OPT_EXACT, OPT_PROMOTE, OPT_DIFF_IMAGE };
 
 static const gimg_cli_option k_options[] = {
     {"channel", 'c', "LIST", "report only these channels: gray, red, green, blue, alpha, all",
@@ -35,6 +39,12 @@ static const gimg_cli_option k_options[] = {
     {"json", 0, NULL, "print one JSON object per input file, one per line", OPT_JSON},
     {"csv", 0, NULL, "print CSV: a header, then one row per file and channel", OPT_CSV},
     {"compare", 0, "REFERENCE", "compare each INPUT with REFERENCE instead", OPT_COMPARE},
+    {"fail-if", 0, "EXPR", "with --compare: exit 1 when [CHANNEL.]METRIC OP NUMBER holds for "
+                           "an input, e.g. 'psnr<40' (repeatable)", OPT_FAIL_IF},
+    {"exact", 0, NULL, "with --compare: exit 1 when any sample differs", OPT_EXACT},
+    {"promote", 0, NULL, "with --compare: compare gray against RGB as RGB", OPT_PROMOTE},
+    {"diff-image", 0, "FILE", "with --compare: write |REFERENCE - INPUT| per sample to FILE",
+     OPT_DIFF_IMAGE},
     {NULL, 0, NULL, NULL, 0},
 };
 
@@ -48,14 +58,19 @@ enum { ST_COUNT, ST_NAN, ST_INF, ST_MIN, ST_MAX, ST_SUM, ST_MEAN, ST_STDDEV, ST_
        ST_ENTROPY, ST_N };
 static const char *const k_stat_names[] = {"count", "nan", "inf", "min", "max", "sum", "mean",
                                            "stddev", "median", "entropy", NULL};
-enum { CMP_COUNT, CMP_DIFFERING, CMP_MAXDIFF, CMP_MAE, CMP_MSE, CMP_RMSE, CMP_PSNR, CMP_N };
-static const char *const k_cmp_names[] = {"count", "differing", "maxdiff", "mae", "mse", "rmse",
-                                          "psnr", NULL};
+/* With --compare: gimg_metric_names (gimg_stats.h). */
 static const char *const k_channel_names[] = {"gray", "red", "green", "blue", "alpha", "all",
                                               NULL};
 enum { CH_ALL_BIT = 1u << 5 };
 
 #define MAX_COLUMNS (ST_N + GIMG_STATS_MAX_PERCENTILES)
+
+/* --fail-if, and --exact (differing > 0). */
+#define MAX_CONDITIONS 32
+typedef struct {
+    gimg_threshold t;
+    char text[80];   /* as given, for messages */
+} condition;
 
 typedef struct {
     int stat;        /* ST_* or CMP_*; -1 for a percentile */
@@ -68,6 +83,10 @@ typedef struct {
     gimg_region region;
     int unit_scale, json, csv;
     const char *reference;
+    condition conditions[MAX_CONDITIONS];
+    int n_conditions;
+    int exact, promote;
+    const char *diff_image;
     /* Derived once the options are all known. */
     unsigned channel_mask;  /* 0: every channel and all */
     int n_channel_names;
@@ -75,6 +94,7 @@ typedef struct {
     int n_cols;
     int stats_given;        /* -s was given: exactly its columns */
     int bare;
+    int need_ssim;          /* a column or a condition needs SSIM */
     gimg_stats_opts opts;
 } settings;
 
@@ -92,6 +112,18 @@ static gimg_status handle_option(void *user, int key, const char *arg)
     case OPT_JSON: s->json = 1; break;
     case OPT_CSV: s->csv = 1; break;
     case OPT_COMPARE: s->reference = arg; break;
+    case OPT_FAIL_IF:
+        if (s->n_conditions == MAX_CONDITIONS)
+            return gimg_fail(GIMG_E_USAGE, "--fail-if: more than %d conditions", MAX_CONDITIONS);
+        snprintf(s->conditions[s->n_conditions].text, sizeof s->conditions[0].text, "%s", arg);
+        return gimg_parse_threshold(arg, &s->conditions[s->n_conditions++].t);
+    case OPT_EXACT: s->exact = 1; break;
+    case OPT_PROMOTE: s->promote = 1; break;
+    case OPT_DIFF_IMAGE:
+        if (!*arg)
+            return gimg_fail(GIMG_E_USAGE, "--diff-image: empty file name");
+        s->diff_image = arg;
+        break;
     }
     return GIMG_OK;
 }
@@ -165,7 +197,7 @@ static gimg_status stat_item(settings *s, const char *item)
     }
     unsigned mask;
     gimg_status st = gimg_parse_name_list("--stat", item,
-                                          s->reference ? k_cmp_names : k_stat_names, &mask);
+                                          s->reference ? gimg_metric_names : k_stat_names, &mask);
     if (st)
         return s->reference ? st
                             : gimg_fail(GIMG_E_USAGE, "%s, or pN for a percentile",
@@ -183,6 +215,18 @@ static gimg_status finish_settings(settings *s)
         return gimg_fail(GIMG_E_USAGE, "--json and --csv exclude each other");
     if (s->reference && s->percentile_list)
         return gimg_fail(GIMG_E_USAGE, "--percentiles does not apply to --compare");
+    if (!s->reference && (s->n_conditions || s->exact || s->promote || s->diff_image))
+        return gimg_fail(GIMG_E_USAGE, "%s needs --compare REFERENCE",
+                         s->n_conditions ? "--fail-if" : s->exact ? "--exact"
+                         : s->promote ? "--promote" : "--diff-image");
+    if (s->exact) {
+        if (s->n_conditions == MAX_CONDITIONS)
+            return gimg_fail(GIMG_E_USAGE, "--fail-if: more than %d conditions", MAX_CONDITIONS);
+        condition *c = &s->conditions[s->n_conditions++];
+        *c = (condition){.t = {.channel = "all", .metric = GIMG_METRIC_DIFFERING,
+                               .op = GIMG_OP_GT, .value = 0}};
+        snprintf(c->text, sizeof c->text, "--exact");
+    }
     if (s->channel_list) {
         if ((st = gimg_parse_name_list("--channel", s->channel_list, k_channel_names,
                                        &s->channel_mask)))
@@ -194,7 +238,7 @@ static gimg_status finish_settings(settings *s)
         if ((st = each_item(s->stat_list, item, sizeof item, stat_item, s)))
             return st;
     } else if (s->reference) {
-        for (int c = 0; c < CMP_N; c++)
+        for (int c = 0; c < GIMG_METRIC_N; c++)
             add_column(s, c, 0);
     } else {
         for (int c = 0; c < ST_N; c++)
@@ -208,8 +252,14 @@ static gimg_status finish_settings(settings *s)
         if (!s->reference && (s->cols[i].stat < 0 || s->cols[i].stat == ST_MEDIAN ||
                               s->cols[i].stat == ST_ENTROPY))
             s->opts.order = 1;
-    /* With one input only (gimg_driver_item.single). */
-    s->bare = !s->json && !s->csv && s->n_channel_names == 1 && s->n_cols == 1;
+    for (int i = 0; i < s->n_cols; i++)
+        s->need_ssim |= s->reference && s->cols[i].stat == GIMG_METRIC_SSIM;
+    for (int i = 0; i < s->n_conditions; i++)
+        s->need_ssim |= s->conditions[i].t.metric == GIMG_METRIC_SSIM;
+    /* With one input only (gimg_driver_item.single). A comparison's one
+     * metric without -c is the "all" row's. */
+    s->bare = !s->json && !s->csv && s->n_cols == 1 &&
+              (s->n_channel_names == 1 || (s->reference && !s->channel_list));
     return GIMG_OK;
 }
 
@@ -246,12 +296,14 @@ static cell diff_cell(const settings *s, const gimg_channel_diff *d, double peak
 {
     const double k = s->unit_scale ? 1 / peak : 1;
     switch (col->stat) {
-    case CMP_COUNT: return (cell){(double)d->count, 1};
-    case CMP_DIFFERING: return (cell){(double)d->differing, 1};
-    case CMP_MAXDIFF: return (cell){d->max_abs * k, 0};
-    case CMP_MAE: return (cell){d->mae * k, 0};
-    case CMP_MSE: return (cell){d->mse * k * k, 0};
-    case CMP_RMSE: return (cell){d->rmse * k, 0};
+    case GIMG_METRIC_COUNT: return (cell){(double)d->count, 1};
+    case GIMG_METRIC_DIFFERING: return (cell){(double)d->differing, 1};
+    case GIMG_METRIC_MAXDIFF: return (cell){d->max_abs * k, 0};
+    case GIMG_METRIC_MAE: return (cell){d->mae * k, 0};
+    case GIMG_METRIC_MSE: return (cell){d->mse * k * k, 0};
+    case GIMG_METRIC_PIXELS_DIFFERING: return (cell){(double)d->pixels_differing, 1};
+    case GIMG_METRIC_RMSE: return (cell){d->rmse * k, 0};
+    case GIMG_METRIC_SSIM: return (cell){d->ssim, 0};
     default: return (cell){d->psnr, 0};
     }
 }
@@ -285,7 +337,7 @@ static void column_name(const settings *s, const column *col, char *buf, size_t 
     if (col->stat < 0)
         snprintf(buf, size, "p%s", s->opts.percentiles[col->percentile].name);
     else
-        snprintf(buf, size, "%s", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
+        snprintf(buf, size, "%s", (s->reference ? gimg_metric_names : k_stat_names)[col->stat]);
 }
 
 /* ------------------------------------------------------------ reports */
@@ -342,10 +394,21 @@ static void describe(const report *r, char *buf, size_t size)
 {
     static const char *const k_layout[] = {"", "gray", "gray+alpha", "RGB", "RGBA"};
     int len = snprintf(buf, size, "%dx%d %s %d-bit%s", r->im->width, r->im->height,
-                       k_layout[r->channels], 8 * (int)r->sample,
+                       k_layout[r->im->channels], 8 * (int)r->sample,
                        r->sample == GIMG_F32 ? " float" : "");
     if (r->maxval)
         len += snprintf(buf + len, size - (size_t)len, ", maxval %u", r->maxval);
+    if (r->diff && r->diff->adjusted) {
+        static const char *const k_how[] = {"reference's samples scaled up",
+                                            "input's samples scaled up",
+                                            "opaque alpha left out", "opaque alpha added",
+                                            "gray promoted to RGB"};
+        len += snprintf(buf + len, size - (size_t)len, "; compared as %s",
+                        k_layout[r->channels]);
+        for (int b = 0; b < 5; b++)
+            if (r->diff->adjusted & (1u << b))
+                len += snprintf(buf + len, size - (size_t)len, ", %s", k_how[b]);
+    }
     if (r->region.width != r->im->width || r->region.height != r->im->height)
         snprintf(buf + len, size - (size_t)len, ", region %dx%d+%d+%d", r->region.width,
                  r->region.height, r->region.x, r->region.y);
@@ -413,7 +476,7 @@ static void print_json(FILE *f, const settings *s, const report *r, const char *
     fputs("\"file\": ", f);
     gimg_json_string(f, r->name);
     fprintf(f, ", \"width\": %d, \"height\": %d, \"channels\": %d, \"depth\": %d", r->im->width,
-           r->im->height, r->channels, 8 * (int)r->sample);
+           r->im->height, r->im->channels, 8 * (int)r->sample);
     if (r->maxval)
         fprintf(f, ", \"maxval\": %u", r->maxval);
     if (s->have_region)
@@ -433,8 +496,8 @@ static void print_json(FILE *f, const settings *s, const report *r, const char *
             }
             if (!column_shown(s, r, col))
                 continue;
-            fprintf(f, "%s\"%s\": ", n++ ? ", " : "", (s->reference ? k_cmp_names : k_stat_names)[col->stat]);
-            json_cell(f, report_cell(s, r, rows[i], col), s->reference && col->stat == CMP_PSNR);
+            fprintf(f, "%s\"%s\": ", n++ ? ", " : "", (s->reference ? gimg_metric_names : k_stat_names)[col->stat]);
+            json_cell(f, report_cell(s, r, rows[i], col), s->reference && col->stat == GIMG_METRIC_PSNR);
         }
         if (n_pct) {
             fprintf(f, "%s\"percentiles\": {", n ? ", " : "");
@@ -487,9 +550,9 @@ static void print_csv(FILE *f, const settings *s, const report *r, const char *r
 static void print_bare(FILE *f, const settings *s, const report *r)
 {
     int rows[GIMG_STATS_MAX_CHANNELS];
-    report_rows(s, r, rows);
+    const int n = report_rows(s, r, rows); /* one, or (compare, no -c) every row: "all" */
     char text[CELL];
-    format_cell(text, sizeof text, report_cell(s, r, rows[0], &s->cols[0]), 0);
+    format_cell(text, sizeof text, report_cell(s, r, rows[n - 1], &s->cols[0]), 0);
     fputs(text, f);
     fputc('\n', f);
 }
@@ -536,6 +599,7 @@ typedef struct {
     gimg_image ref;
     int have_ref;
     int tables;
+    atomic_int beyond;  /* inputs beyond a --fail-if (reports run in parallel) */
 } job;
 
 static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n_inputs,
@@ -548,8 +612,70 @@ static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n
             return gimg_fail(st, "%s: %s", gimg_cli_name(j->s->reference, 0), gimg_last_error());
         j->have_ref = 1;
     }
-    if (j->s->csv) /* one header, whatever the inputs */
+    /* One header, whatever the inputs; none when the difference image has
+     * standard output (the reports are set aside then, gimg_driver_output). */
+    if (j->s->csv && !(j->s->diff_image && !strcmp(j->s->diff_image, "-")))
         print_csv_header(stdout, j->s);
+    return GIMG_OK;
+}
+
+/* The index of channel `name` in a `channels`-channel layout, channels for
+ * "all", -1 when it has none. */
+static int channel_index(const char *name, int channels)
+{
+    if (!strcmp(name, "all"))
+        return channels;
+    for (int c = 0; c < channels; c++)
+        if (!strcmp(gimg_channel_name(channels, c), name))
+            return c;
+    return -1;
+}
+
+/* The --fail-if conditions (and --exact) that hold for d: 0 when none; else
+ * their count, and *note (malloc'd) says which with their values. A metric
+ * that is NaN (SSIM of an image under 11x11, float images without a finite
+ * pair) cannot be within a threshold: it counts as holding. */
+static gimg_status check_conditions(const settings *s, const report *r, int *n_held,
+                                    char **note)
+{
+    *n_held = 0;
+    *note = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    for (int i = 0; i < s->n_conditions; i++) {
+        const condition *c = &s->conditions[i];
+        const int ch = channel_index(c->t.channel, r->channels);
+        if (ch < 0) {
+            if (f)
+                fclose(f);
+            free(*note);
+            *note = NULL;
+            return gimg_fail(GIMG_E_FORMAT, "--fail-if '%s': no %s channel in a %d-channel "
+                                            "comparison", c->text, c->t.channel,
+                             r->channels);
+        }
+        const column col = {(int)c->t.metric, 0};
+        const cell v = report_cell(s, r, ch, &col);
+        if (!gimg_threshold_broken(&c->t, v.v))
+            continue;
+        if (!f && !(f = open_memstream(note, &len)))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        char text[CELL];
+        format_cell(text, sizeof text, v, 1);
+        fprintf(f, "%s%s %s %s%s%s", (*n_held)++ ? "; " : "beyond the threshold: ",
+                c->t.channel, gimg_metric_names[c->t.metric], text, isnan(v.v) ? "" : " ",
+                isnan(v.v) ? "" : gimg_op_names[c->t.op]);
+        if (!isnan(v.v)) {
+            format_cell(text, sizeof text, (cell){c->t.value, 0}, 1);
+            fprintf(f, " %s", text);
+        }
+        if (strcmp(c->text, "--exact"))
+            fprintf(f, " (--fail-if '%s')", c->text);
+        else
+            fputs(" (--exact)", f);
+    }
+    if (f && fclose(f))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
     return GIMG_OK;
 }
 
@@ -557,7 +683,7 @@ static gimg_status prepare(void *user, gimg_ctx *ctx, char *const *inputs, int n
 static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                               const gimg_image *im, FILE *out)
 {
-    const job *j = user;
+    job *j = user;
     const settings *s = j->s;
     const gimg_image *ref = j->have_ref ? &j->ref : NULL;
     gimg_image view, ref_view;
@@ -569,37 +695,39 @@ static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
         st = gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference %s (%dx%d)",
                        im->width, im->height, gimg_cli_name(s->reference, 0), ref->width,
                        ref->height);
-    if (!st && ref && im->channels != ref->channels)
-        st = gimg_fail(GIMG_E_FORMAT, "%d channels, the reference %s has %d", im->channels,
-                       gimg_cli_name(s->reference, 0), ref->channels);
-    if (!st && ref && im->sample != ref->sample)
-        st = gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference %s has %d-bit",
-                       8 * (int)im->sample, gimg_cli_name(s->reference, 0),
-                       8 * (int)ref->sample);
-    /* As netpbm's pnmpsnr: differences and PSNR need one range. */
-    if (!st && ref && gimg_image_max(im) != gimg_image_max(ref))
-        st = gimg_fail(GIMG_E_FORMAT, "samples in 0..%u (maxval), the reference %s has 0..%u: "
-                                      "convert one to the other's range first",
-                       gimg_image_max(im), gimg_cli_name(s->reference, 0), gimg_image_max(ref));
-    if (!st)
+    if (!st && !ref)
         st = check_channels(s, im->channels);
     if (!st)
         st = measured(s, im, &r.region, &view);
-    if (!st) {
-        if (ref) {
-            gimg_image_view(ref, &r.region, &ref_view);
-            st = gimg_compare(ctx, &ref_view, &view, &diff);
-            r.diff = &diff;
-        } else {
-            st = gimg_stats_compute(ctx, &view, &s->opts, &stats);
-            r.stats = &stats;
-        }
+    if (!st && ref) {
+        gimg_image_view(ref, &r.region, &ref_view);
+        gimg_compare_opts o = {.ssim = s->need_ssim, .promote = s->promote,
+                               .diff_image = item->output[0] ? &item->image[0] : NULL};
+        st = gimg_compare(ctx, &ref_view, &view, &o, &diff);
+        if (st) /* the layouts: name the reference */
+            st = gimg_fail(st, "%s (reference: %s)", gimg_last_error(),
+                           gimg_cli_name(s->reference, 0));
+        r.diff = &diff;
+        if (!st && (st = check_channels(s, diff.channels)))
+            gimg_image_free(&item->image[0]);
+    } else if (!st) {
+        st = gimg_stats_compute(ctx, &view, &s->opts, &stats);
+        r.stats = &stats;
     }
     if (st)
         return st;
-    r.channels = im->channels;
+    r.channels = ref ? diff.channels : im->channels;
     r.sample = im->sample;
     r.maxval = im->sample == GIMG_F32 ? 0 : im->maxval;
+    if (ref && s->n_conditions) {
+        int n_held;
+        if ((st = check_conditions(s, &r, &n_held, &item->note))) {
+            gimg_image_free(&item->image[0]);
+            return st;
+        }
+        if (n_held)
+            atomic_fetch_add(&j->beyond, 1);
+    }
     const char *ref_name = ref ? gimg_cli_name(s->reference, 0) : NULL;
     if (s->bare && item->single)
         print_bare(out, s, &r);
@@ -641,11 +769,13 @@ int main(int argc, char **argv)
         .with = GIMG_CLI_WITH_BATCH,
         .epilogue =
             "Statistics: count, nan, inf, min, max, sum, mean, stddev, median, entropy and\n"
-            "pN (the N-th percentile). With --compare: count, differing, maxdiff, mae, mse,\n"
-            "rmse, psnr. One input, one channel (-c) and one statistic (-s) print the bare\n"
-            "number. INPUT may be '-' for standard input (read too when no INPUT is given\n"
-            "and it is not a terminal); a PNM/PAM stream there is measured image by image.\n"
-            "One report per input, in order; see gimg(7).",
+            "pN (the N-th percentile). With --compare: count, differing, pixels_differing,\n"
+            "maxdiff, mae, mse, rmse, psnr, ssim; exit 0 within the --fail-if thresholds, 1\n"
+            "beyond them, 2 on trouble. One input, one channel (-c) and one statistic (-s)\n"
+            "print the bare number (with --compare, -s alone: the \"all\" row's). INPUT may\n"
+            "be '-' for standard input (read too when no INPUT is given and it is not a\n"
+            "terminal); a PNM/PAM stream there is measured image by image. One report per\n"
+            "input, in order; see gstats(1) and gimg(7).",
         .renamed = k_renamed,
     };
     gimg_cli_common c;
@@ -658,8 +788,14 @@ int main(int argc, char **argv)
 
     job j = {.s = &s};
     const gimg_driver driver = {.tool = TOOL, .report = report_one, .emit = emit,
-                                .prepare = prepare, .user = &j};
+                                .prepare = prepare, .user = &j,
+                                .images = {{s.diff_image, "--diff-image", 0}}};
     rc = gimg_drive(&driver, &c);
     gimg_image_free(&j.ref);
+    /* Compare mode's statuses are cmp(1)'s: 1 beyond a threshold, 2 trouble. */
+    if (s.reference && rc == 1)
+        rc = 2;
+    else if (s.reference && rc == 0 && atomic_load(&j.beyond))
+        rc = 1;
     return rc;
 }

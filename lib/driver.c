@@ -43,6 +43,8 @@ typedef struct {
     gimg_image in;
     char *report;       /* report tools: the text, from open_memstream */
     size_t report_len;
+    char *text_aside;   /* the text, when an image took standard output */
+    size_t text_aside_len;
     gimg_driver_item info; /* what the callbacks know of it; its images are
                               the outputs (a transform's: image[0]); its
                               output paths are j->out[k].names' for file
@@ -328,10 +330,21 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     return st;
 }
 
-/* A report tool's image for standard output: encoded onto the end of the
- * report, which finish prints in order. */
+/* A report tool's image for standard output: the report's bytes become
+ * the image (the text is set aside: finish prints it on standard error
+ * under -v, else nowhere), so that standard output holds one image file,
+ * printed in order by finish. A second image for standard output follows
+ * the first (a stream's images, each its own item, make a PNM stream). */
 static gimg_status append_encoded(item *it, const gimg_image *im, const gimg_write_opts *o)
 {
+    if (!it->text_aside) {
+        it->text_aside = it->report ? it->report : strdup("");
+        it->text_aside_len = it->report ? it->report_len : 0;
+        it->report = NULL;
+        it->report_len = 0;
+        if (!it->text_aside)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
     unsigned char *buf = NULL;
     size_t len = 0;
     gimg_status st = gimg_encode(im, gimg_output_format("-", o, im), o, &buf, &len);
@@ -402,9 +415,11 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     job *j = user;
     item *it = state;
     if (!st && it) {
+        if (it->text_aside && j->c->verbose)
+            fwrite(it->text_aside, 1, it->text_aside_len, stderr);
         if (it->report) {
             errno = 0;
-            if (j->d->emit) {
+            if (j->d->emit && !it->text_aside) {
                 st = j->d->emit(j->d->user, &it->info, it->report, it->report_len, stdout);
                 if (st)
                     message = gimg_last_error();
@@ -424,6 +439,11 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
             }
         }
     }
+    if (!st && it && it->info.note) {
+        fflush(stdout);
+        if (!j->c->quiet)
+            fprintf(stderr, "%s: %s: %s\n", j->d->tool, it->name, it->info.note);
+    }
     if (st) {
         j->n_failed++;
         const char *name = it ? it->name : gimg_cli_name(j->stream ? "-" : j->inputs[i], 0);
@@ -435,6 +455,8 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     if (it) {
         gimg_image_free(&it->in);
         free(it->report);
+        free(it->text_aside);
+        free(it->info.note);
         for (int k = 0; k < GIMG_DRIVER_IMAGES; k++) {
             gimg_image_free(&it->info.image[k]);
             if (!j->out[k].names)

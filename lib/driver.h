@@ -47,8 +47,8 @@ enum { GIMG_DRIVER_IMAGES = 2 };
 
 /* Where a report tool's image k goes, named per input as -o names a
  * transform's outputs: one input and a file name, that file; otherwise
- * DIR/ or a pattern (gimg_output_path); "-": in the report, after its
- * text. */
+ * DIR/ or a pattern (gimg_output_path); "-": standard output, instead of
+ * the report's text (which then goes to stderr with -v, else nowhere). */
 typedef struct {
     const char *spec;    /* NULL: the tool makes no image k */
     const char *option;  /* how messages name spec: "--plot" */
@@ -66,6 +66,10 @@ typedef struct {
                            stream holding one image */
     unsigned tag;       /* report may set it, for emit (ghist: the CSV
                            columns, to compare inputs by) */
+    char *note;         /* report may set it (malloc'd; the driver frees it):
+                           printed on stderr as "tool: name: note" after the
+                           report, in input order, unless -q (gstats: which
+                           --fail-if an input failed) */
     /* Images (gimg_driver.images): report leaves image k in image[k]
      * (only where output[k] is not NULL); the driver writes it to
      * output[k] with write[k] (-f and the like, unless report changes

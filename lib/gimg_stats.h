@@ -123,28 +123,112 @@ gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *
 typedef struct {
     uint64_t count;      /* sample pairs in the figures below (float: both finite) */
     uint64_t differing;  /* pairs that differ (float: NaN equals NaN; -0 equals +0) */
+    uint64_t pixels_differing; /* "all": pixels with any channel differing (as
+                          * ImageMagick's AE); a channel's row: as differing */
     double max_abs;      /* the largest |a - b| */
     double mae, mse, rmse; /* mean absolute and mean squared error, its root */
     double psnr;         /* 10 log10(peak^2 / mse) dB; +inf when mse is 0 */
+    double ssim;         /* mean SSIM (lib/ssim_internal.h; gimg_compare_opts.ssim);
+                          * "all": the mean of the channels' (scikit-image's
+                          * channel_axis rule); NaN when not computed, when the
+                          * image is under 11 pixels on a side, or when float
+                          * samples hold NaN or infinities */
 } gimg_channel_diff;
 
+/* How gimg_compare brought the two images to one layout (bits of
+ * gimg_diff.adjusted). */
+enum {
+    GIMG_COMPARE_SCALED_REF = 1,   /* the reference's samples were scaled up */
+    GIMG_COMPARE_SCALED_IM = 2,    /* the input's were */
+    GIMG_COMPARE_ALPHA_DROPPED = 4, /* an all-opaque alpha was left out */
+    GIMG_COMPARE_ALPHA_ADDED = 8,  /* the side without alpha got an opaque one */
+    GIMG_COMPARE_PROMOTED = 16,    /* gray was compared as RGB */
+};
+
 typedef struct {
-    int channels;        /* ch[channels] is "all" */
-    gimg_sample sample;
-    double peak;         /* the maxval (gimg_image_max): 255, 65535, the file's, or 1 */
+    int channels;        /* the compared layout's; ch[channels] is "all" */
+    gimg_sample sample;  /* the reference's */
+    double peak;         /* the reference's maxval (gimg_image_max): 255, 65535,
+                          * the file's, or 1 */
+    unsigned adjusted;   /* GIMG_COMPARE_* bits; 0 when the layouts were equal */
     gimg_channel_diff ch[GIMG_STATS_MAX_CHANNELS];
 } gimg_diff;
 
-/* Compares im against the reference ref (same size, channels, sample type
- * and maxval, or GIMG_E_FORMAT saying which differs), on the backend ctx
- * chooses.
+typedef struct {
+    int ssim;            /* 1: also compute SSIM (else ch[].ssim is NaN) */
+    int promote;         /* 1: compare gray (+alpha) against RGB (+alpha) as RGB */
+    /* When not NULL: receives |ref - im| per sample, in the compared layout
+     * (its channels; the finer sample type of the two, the maxval they were
+     * compared at; no metadata). Allocated here; the caller frees it with
+     * gimg_image_free(). Float: |a - b| in float (NaN where either is NaN
+     * or both are one infinity). */
+    gimg_image *diff_image;
+} gimg_compare_opts;
+
+/*
+ * Compares im against the reference ref (both whole images or views), on
+ * the backend ctx chooses. o may be NULL (no SSIM, no difference image, no
+ * promotion).
+ *
+ * Layouts: the sizes must be equal. Integer samples of different maxvals
+ * are compared when one maxval is a multiple k of the other (8-bit against
+ * 16-bit: k = 257): the samples of the smaller range are multiplied by k,
+ * exactly, and the figures are then given on the reference's scale (|d|
+ * divided by k when the reference was the one scaled; PSNR and SSIM do not
+ * change with the scale). Other maxvals, and float against integer, are
+ * GIMG_E_FORMAT, as netpbm's pnmpsnr refuses them. An alpha channel on
+ * one side only is left out when every one of its samples is the maxval
+ * (fully opaque: compares as no alpha), else the other side gets an opaque
+ * alpha and the alpha channels are compared. Gray against RGB is
+ * GIMG_E_FORMAT unless o->promote, which compares gray as RGB (each gray
+ * sample taken for red, green and blue).
+ *
  * Differences of 8/16-bit samples are exact integers; of float samples,
  * computed in double (pairs with a NaN or an infinity count as differing
- * when they differ, and are left out of the other figures). */
+ * when they differ, and are left out of the other figures). Every figure
+ * but SSIM is identical on the CPU and the GPU (float sums: to 1e-12
+ * relative, as the statistics' are); SSIM: see lib/ssim_internal.h and
+ * kernels/ssim.cu for the GPU's bound.
+ */
 gimg_status gimg_compare(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
-                         gimg_diff *out);
-/* The CPU reference. */
-gimg_status gimg_compare_cpu(const gimg_image *ref, const gimg_image *im, gimg_diff *out);
+                         const gimg_compare_opts *o, gimg_diff *out);
+/* The CPU reference: plain loops, one thread. Same results as gimg_compare
+ * on the CPU, bit for bit. */
+gimg_status gimg_compare_cpu(const gimg_image *ref, const gimg_image *im,
+                             const gimg_compare_opts *o, gimg_diff *out);
+
+/* ----------------------------------------------------------- thresholds */
+
+/* The comparison's figures by name, in gstats' column order. */
+typedef enum {
+    GIMG_METRIC_COUNT, GIMG_METRIC_DIFFERING, GIMG_METRIC_PIXELS_DIFFERING, GIMG_METRIC_MAXDIFF,
+    GIMG_METRIC_MAE, GIMG_METRIC_MSE, GIMG_METRIC_RMSE, GIMG_METRIC_PSNR, GIMG_METRIC_SSIM,
+    GIMG_METRIC_N
+} gimg_metric;
+/* "count", "differing", "pixels_differing", "maxdiff", "mae", "mse", "rmse",
+ * "psnr", "ssim", then NULL. */
+extern const char *const gimg_metric_names[];
+
+typedef enum { GIMG_OP_LT, GIMG_OP_LE, GIMG_OP_GT, GIMG_OP_GE, GIMG_OP_EQ, GIMG_OP_NE } gimg_op;
+/* "<", "<=", ">", ">=", "==", "!=". */
+extern const char *const gimg_op_names[];
+
+/* A threshold of gstats --fail-if: "[CHANNEL.]METRIC OP NUMBER". */
+typedef struct {
+    char channel[8];     /* "gray", "red", "green", "blue", "alpha" or "all" (the default) */
+    gimg_metric metric;
+    gimg_op op;
+    double value;        /* finite, or +-inf */
+} gimg_threshold;
+
+/* Parses expr ("psnr<40", "red.maxdiff >= 2", "ssim<0.99"; spaces around
+ * the operator allowed, "=" read as "=="; NUMBER as strtod reads it, NaN
+ * refused). GIMG_E_USAGE with a message naming expr otherwise; *t is then
+ * unspecified. */
+gimg_status gimg_parse_threshold(const char *expr, gimg_threshold *t);
+/* Whether value is beyond t: t's comparison holds, or value is NaN (a
+ * figure that could not be computed is never within a threshold). */
+int gimg_threshold_broken(const gimg_threshold *t, double value);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
- * stats.c — per-channel statistics and image comparison: the CPU reference,
- * the fast CPU backend, the GPU dispatch, and what turns raw sums into
- * statistics on every backend (gimg_stats_finish, gimg_diff_finish).
+ * stats.c — per-channel statistics: the CPU reference, the fast CPU backend,
+ * the GPU dispatch, and what turns raw sums into statistics on every
+ * backend (gimg_stats_finish). Comparison is lib/compare.c.
  *
  * 8/16-bit: sums of v and v^2 in 64-bit integers (exact). When the order
  * statistics are asked for, the exact histogram (one bin per value) is
@@ -781,27 +781,23 @@ static gimg_status order_float(const gimg_image *im, const gimg_stats_opts *o, g
 #include "stats.h"
 
 /*
- * One upload, then one pass over the device image: the comparison of a
- * with b; or, when h is given, the exact histogram of a (the histogram
- * kernel, one bin per value), from which the caller takes the moments as
- * the CPU does (a second pass for them cost as much again: the full pass
+ * One upload, then one pass over the device image: when h is given, the
+ * exact histogram of a (the histogram kernel, one bin per value), from
+ * which the caller takes the moments as the CPU does (a second pass for them cost as much again: the full pass
  * ran at 0.42-0.46 of a copy for 8-bit images, the histogram alone at
  * 0.79-0.89); or else the moments of a, whose float sums are about the
  * shifts the CPU takes (gimg_moments_shift, from the host image). The
  * results come back. Device scratch: the reduction's (zeroed, as the kernel
  * expects), its result, the histogram's counters (which its kernel clears).
  */
-static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
-                            const gimg_image *b, void *out, size_t out_bytes, gimg_hist *h)
+static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a, void *out,
+                            size_t out_bytes, gimg_hist *h)
 {
-    gimg_dimage d_a, d_b;
+    gimg_dimage d_a;
     gimg_status st;
     double t0 = gimg_now_ms();
     if ((st = gimg_gpu_image(g, 0, a->width, a->height, a->channels, a->sample, &d_a)) ||
         (st = gimg_gpu_upload(g, a, &d_a)))
-        return st;
-    if (b && ((st = gimg_gpu_image(g, 1, b->width, b->height, b->channels, b->sample, &d_b)) ||
-              (st = gimg_gpu_upload(g, b, &d_b))))
         return st;
     unsigned *d_sync = NULL;
     if (h && (st = gimg_gpu_hist_sync(g, &d_sync)))
@@ -818,21 +814,17 @@ static gimg_status gpu_pass(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
     cudaError_t e = cudaMalloc((void **)&d_scratch, scratch + out_room + hist_bytes);
     void *d_out = d_scratch + scratch;
     unsigned long long *d_counts = (unsigned long long *)(d_scratch + scratch + out_room);
-    const int reduce = b || !h;
+    const int reduce = !h;
     if (!e && reduce)
         e = cudaMemsetAsync(d_scratch, 0, scratch, g->stream);
     if (!e)
         e = cudaEventRecord(g->ev_start, g->stream);
     double shift[4] = {0};
-    if (!b && reduce)
+    if (reduce)
         gimg_moments_shift(a, shift);
     if (!e && reduce)
-        e = b ? gimg_cuda_diff(d_a.d_data, d_a.pitch_bytes, d_b.d_data, d_b.pitch_bytes,
-                               a->width, a->height, a->channels, (int)a->sample, d_scratch,
-                               d_out, 0, g->stream)
-              : gimg_cuda_moments(d_a.d_data, d_a.pitch_bytes, a->width, a->height,
-                                  a->channels, (int)a->sample, shift, d_scratch, d_out, 0,
-                                  g->stream);
+        e = gimg_cuda_moments(d_a.d_data, d_a.pitch_bytes, a->width, a->height, a->channels,
+                              (int)a->sample, shift, d_scratch, d_out, 0, g->stream);
     if (!e && h) {
         gimg_cuda_hist_map map = {0};
         map.mode = GIMG_CUDA_HIST_IDENT;
@@ -903,7 +895,7 @@ static gimg_status stats_common(gimg_ctx *ctx, const gimg_image *im, const gimg_
     }
 #ifdef GIMG_HAVE_CUDA
     /* A GPU out of memory leaves the work to the CPU. */
-    if (gpu && (st = gpu_pass(ctx, gpu, im, NULL, &m, sizeof m, exact_hist ? &h : NULL)) &&
+    if (gpu && (st = gpu_pass(ctx, gpu, im, &m, sizeof m, exact_hist ? &h : NULL)) &&
         !(st = gimg_ctx_gpu_fallback(ctx, st)))
         gpu = NULL;
     if (gpu && !st && exact_hist)
@@ -938,201 +930,4 @@ gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *
                                    gimg_stats *out)
 {
     return stats_common(NULL, im, o, out, 1);
-}
-
-/* ----------------------------------------------------------- comparison */
-
-static void diff_add(gimg_diff_sums *t, const gimg_diff_sums *p)
-{
-    for (int c = 0; c < 4; c++) {
-        t->count[c] += p->count[c];
-        t->differing[c] += p->differing[c];
-        t->isum_abs[c] += p->isum_abs[c];
-        t->isum_sq[c] += p->isum_sq[c];
-        t->fsum_abs[c] += p->fsum_abs[c];
-        t->fsum_sq[c] += p->fsum_sq[c];
-        if (p->max_abs[c] > t->max_abs[c])
-            t->max_abs[c] = p->max_abs[c];
-    }
-}
-
-static void diff_rows(const gimg_image *a, const gimg_image *b, int y0, int y1,
-                      gimg_diff_sums *d)
-{
-    const int C = a->channels;
-    const size_t n = (size_t)a->width * (size_t)C;
-    for (int y = y0; y < y1; y++) {
-        const unsigned char *ra = gimg_row(a, y), *rb = gimg_row(b, y);
-        for (size_t i = 0; i < n; i++) {
-            const int c = (int)(i % (size_t)C);
-            double ad;
-            if (a->sample == GIMG_F32) {
-                float fa = ((const float *)ra)[i], fb = ((const float *)rb)[i];
-                if (!(fa == fb || (isnan(fa) && isnan(fb))))
-                    d->differing[c]++;
-                if (!isfinite(fa) || !isfinite(fb))
-                    continue;
-                ad = fabs((double)fa - (double)fb);
-                d->fsum_abs[c] += ad;
-                d->fsum_sq[c] += ad * ad;
-            } else {
-                int va = a->sample == GIMG_U8 ? ra[i] : ((const uint16_t *)ra)[i];
-                int vb = a->sample == GIMG_U8 ? rb[i] : ((const uint16_t *)rb)[i];
-                uint64_t u = (uint64_t)(va > vb ? va - vb : vb - va);
-                d->differing[c] += u != 0;
-                d->isum_abs[c] += u;
-                d->isum_sq[c] += u * u;
-                ad = (double)u;
-            }
-            d->count[c]++;
-            if (ad > d->max_abs[c])
-                d->max_abs[c] = ad;
-        }
-    }
-}
-
-void gimg_diff_sums_ref(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d)
-{
-    memset(d, 0, sizeof *d);
-    const int rows = gimg_stats_block_rows(a->width, a->channels);
-    for (int y = 0; y < a->height; y += rows) {
-        gimg_diff_sums part;
-        memset(&part, 0, sizeof part);
-        diff_rows(a, b, y, y + rows < a->height ? y + rows : a->height, &part);
-        diff_add(d, &part);
-    }
-}
-
-void gimg_diff_sums_fast(const gimg_image *a, const gimg_image *b, gimg_diff_sums *d)
-{
-    const int H = a->height, rows = gimg_stats_block_rows(a->width, a->channels);
-    const int blocks = (H + rows - 1) / rows;
-    gimg_diff_sums *parts = malloc((size_t)blocks * sizeof *parts);
-    if (!parts) {
-        gimg_diff_sums_ref(a, b, d);
-        return;
-    }
-    memset(d, 0, sizeof *d);
-    const size_t samples = (size_t)a->width * H * a->channels;
-    #pragma omp parallel for schedule(static) if (samples > 262144)
-    for (int k = 0; k < blocks; k++) {
-        int y = k * rows;
-        memset(&parts[k], 0, sizeof parts[k]);
-        diff_rows(a, b, y, y + rows < H ? y + rows : H, &parts[k]);
-    }
-    for (int k = 0; k < blocks; k++)
-        diff_add(d, &parts[k]);
-    free(parts);
-}
-
-void gimg_diff_finish(const gimg_diff_sums *d, int C, gimg_sample sample, gimg_diff *out)
-{
-    out->channels = C;
-    out->sample = sample;
-    out->peak = sample == GIMG_U8 ? 255 : sample == GIMG_U16 ? 65535 : 1;
-    uint64_t count[5] = {0}, differing[5] = {0};
-    unsigned __int128 iabs[5] = {0}, isq[5] = {0};
-    double fabs_[5] = {0}, fsq[5] = {0}, mx[5] = {0};
-    for (int c = 0; c < C; c++) {
-        count[c] = d->count[c];
-        differing[c] = d->differing[c];
-        iabs[c] = d->isum_abs[c];
-        isq[c] = d->isum_sq[c];
-        fabs_[c] = d->fsum_abs[c];
-        fsq[c] = d->fsum_sq[c];
-        mx[c] = d->max_abs[c];
-        count[C] += count[c];
-        differing[C] += differing[c];
-        iabs[C] += iabs[c];
-        isq[C] += isq[c];
-        fabs_[C] += fabs_[c];
-        fsq[C] += fsq[c];
-        if (mx[c] > mx[C])
-            mx[C] = mx[c];
-    }
-    for (int c = 0; c <= C; c++) {
-        gimg_channel_diff *r = &out->ch[c];
-        const uint64_t n = count[c];
-        r->count = n;
-        r->differing = differing[c];
-        if (!n) {
-            r->max_abs = r->mae = r->mse = r->rmse = r->psnr = NAN;
-            continue;
-        }
-        r->max_abs = mx[c];
-        double sum_abs = sample == GIMG_F32 ? fabs_[c] : (double)iabs[c];
-        double sum_sq = sample == GIMG_F32 ? fsq[c] : (double)isq[c];
-        r->mae = sum_abs / (double)n;
-        r->mse = sum_sq / (double)n;
-        r->rmse = sqrt(r->mse);
-        r->psnr = r->mse > 0 ? 10 * log10(out->peak * out->peak / r->mse) : INFINITY;
-    }
-}
-
-/* Samples in 0..maxval: PSNR's peak is the maxval, as for netpbm's pnmpsnr
- * (the differences themselves are in the file's units already). */
-static void set_peak(gimg_diff *out, unsigned maxval)
-{
-    out->peak = maxval;
-    for (int c = 0; c <= out->channels; c++) {
-        gimg_channel_diff *r = &out->ch[c];
-        if (r->count && r->mse > 0)
-            r->psnr = 10 * log10(out->peak * out->peak / r->mse);
-    }
-}
-
-static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
-                                  gimg_diff *out, int reference)
-{
-    gimg_status st;
-    if (ref->width != im->width || ref->height != im->height)
-        return gimg_fail(GIMG_E_FORMAT, "size %dx%d differs from the reference's %dx%d",
-                         im->width, im->height, ref->width, ref->height);
-    if (ref->channels != im->channels)
-        return gimg_fail(GIMG_E_FORMAT, "%d channels, the reference has %d", im->channels,
-                         ref->channels);
-    if (ref->sample != im->sample)
-        return gimg_fail(GIMG_E_FORMAT, "%d-bit samples, the reference has %d-bit",
-                         8 * (int)im->sample, 8 * (int)ref->sample);
-    if (gimg_image_max(ref) != gimg_image_max(im))
-        return gimg_fail(GIMG_E_FORMAT, "samples in 0..%u, the reference's in 0..%u (maxval): "
-                                        "convert one to the other's range first",
-                         gimg_image_max(im), gimg_image_max(ref));
-    if ((st = gimg_stats_check(im)))
-        return st;
-    memset(out, 0, sizeof *out);
-    gimg_diff_sums d;
-    struct gimg_gpu *gpu = NULL;
-    if (!reference) {
-        size_t bytes = 2 * (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
-        if ((st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu)))
-            return st;
-    }
-    if (reference)
-        gimg_diff_sums_ref(ref, im, &d);
-#ifdef GIMG_HAVE_CUDA
-    /* A GPU out of memory leaves the work to the CPU. */
-    if (gpu && (st = gpu_pass(ctx, gpu, ref, im, &d, sizeof d, NULL)) &&
-        !(st = gimg_ctx_gpu_fallback(ctx, st)))
-        gpu = NULL;
-#endif
-    if (!reference && !gpu && !st)
-        gimg_diff_sums_fast(ref, im, &d);
-    if (!st) {
-        gimg_diff_finish(&d, im->channels, im->sample, out);
-        if (im->maxval && im->sample != GIMG_F32)
-            set_peak(out, im->maxval);
-    }
-    return st;
-}
-
-gimg_status gimg_compare(gimg_ctx *ctx, const gimg_image *ref, const gimg_image *im,
-                         gimg_diff *out)
-{
-    return compare_common(ctx, ref, im, out, 0);
-}
-
-gimg_status gimg_compare_cpu(const gimg_image *ref, const gimg_image *im, gimg_diff *out)
-{
-    return compare_common(NULL, ref, im, out, 1);
 }

@@ -1,6 +1,7 @@
 /*
  * stats_internal.h — what lib/stats.c shares with the reduction kernels
- * (kernels/stats.cu), the differential test and the benchmark: the raw sums
+ * (kernels/stats.cu), lib/compare.c, the differential test and the
+ * benchmark: the raw sums
  * a pass over an image produces, before they become statistics.
  *
  * The structs are plain C, identical on both sides; a backend fills one,
@@ -68,6 +69,7 @@ typedef struct {
 typedef struct {
     uint64_t count[4];            /* pairs in the sums (float: both finite) */
     uint64_t differing[4];
+    uint64_t pixels_differing;    /* pixels with any channel differing */
     uint64_t isum_abs[4], isum_sq[4]; /* 8/16-bit: exact sums of |d| and d^2 */
     double fsum_abs[4], fsum_sq[4];   /* float: in double */
     double max_abs[4];            /* 0 when count is 0 */

@@ -371,7 +371,7 @@ result ghist-equalize-stream "$why"
 "$GSTATS" --compare - --csv -s differing -c all s1.ppm in/a.png s1.ppm <s1.ppm >got.csv 2>stderr.txt
 rc=$?
 why=""
-[ $rc -eq 1 ] || why="exit status $rc, expected 1 (in/a.png is another size)"
+[ $rc -eq 2 ] || why="exit status $rc, expected 2 (in/a.png is another size: trouble, in compare mode)"
 [ -z "$why" ] && { [ "$(tr '\n' ' ' <got.csv)" = "reference,file,channel,differing standard input,s1.ppm,all,0 standard input,s1.ppm,all,0 " ] || why="got: $(tr '\n' ' ' <got.csv)"; }
 [ -z "$why" ] && { grep -q '^gstats: in/a.png: size' stderr.txt || why="stderr: $(head -c 200 stderr.txt)"; }
 result gstats-compare-reference-once "$why"

@@ -11,17 +11,6 @@ GS=$PROG
 
 # ---------------------------------------------------------------- helpers
 
-# ppm FILE W H MAXVAL V...: a binary PPM (P6) or, with one value per pixel,
-# PGM (P5) — chosen by the number of values; 16-bit values big-endian.
-pnm() {
-    local file=$1 magic=$2 w=$3 h=$4 maxval=$5 v vals=()
-    shift 5
-    for v in "$@"; do
-        if [ "$maxval" -gt 255 ]; then vals+=($((v >> 8)) $((v & 255))); else vals+=("$v"); fi
-    done
-    { printf '%s\n%d %d\n%d\n' "$magic" "$w" "$h" "$maxval"; bytes "${vals[@]}"; } >"$file"
-}
-
 # expect_out NAME WANT -- COMMAND...: stdout must be exactly WANT, status 0.
 expect_out() {
     local name=$1 want=$2 got rc
@@ -225,7 +214,7 @@ expect_fail usage-bad-region-zero 2 "" -- "$GS" --region 0x10 g8.pgm
 
 "$GEN" --seed 7 40 30 3 8 ref.ppm
 csv=$("$GS" --compare ref.ppm --csv ref.ppm | sed -n 5p)
-result compare-identical "$([ "$csv" = "ref.ppm,ref.ppm,all,3600,0,0,0,0,0,inf" ] || echo "got $csv")"
+result compare-identical "$([ "$csv" = "ref.ppm,ref.ppm,all,3600,0,0,0,0,0,0,inf,1" ] || echo "got $csv")"
 line=$("$GS" --compare ref.ppm --json -c all ref.ppm)
 result compare-identical-json-inf "$(echo "$line" | grep -qF '"psnr": "inf"' || echo "got $line")"
 if command -v python3 >/dev/null; then
@@ -251,16 +240,17 @@ result compare-unit-scale-mse "$(awk -v a="$got" 'BEGIN { p = 125 / 65025;
 "$GS" --compare p0.pgm p1.pgm >/dev/null 2>&1
 result compare-exit-zero-when-different "$([ $? -eq 0 ] || echo "exit status $?")"
 
-# Mismatches name both files.
+# Mismatches name both files; in compare mode trouble is exit status 2
+# (cli_compare.sh has the rest).
 "$GEN" --seed 8 41 30 3 8 wide.ppm
-"$GEN" --seed 8 40 30 4 8 four.pam
-expect_fail compare-size-mismatch 1 "" -- "$GS" --compare ref.ppm wide.ppm
+"$GEN" --seed 8 40 30 1 8 gray.pgm
+expect_fail compare-size-mismatch 2 "" -- "$GS" --compare ref.ppm wide.ppm
 grep -q 'wide.ppm' stderr.txt && grep -q 'ref.ppm' stderr.txt && grep -q '41x30' stderr.txt ||
     fail compare-size-mismatch-message "$(cat stderr.txt)"
-expect_fail compare-channel-mismatch 1 "" -- "$GS" --compare ref.ppm four.pam
-grep -q 'four.pam' stderr.txt && grep -q 'ref.ppm' stderr.txt && grep -q 'channels' stderr.txt ||
+expect_fail compare-channel-mismatch 2 "" -- "$GS" --compare ref.ppm gray.pgm
+grep -q 'gray.pgm' stderr.txt && grep -q 'ref.ppm' stderr.txt && grep -q 'channel' stderr.txt ||
     fail compare-channel-mismatch-message "$(cat stderr.txt)"
-expect_fail compare-missing-reference 1 "" -- "$GS" --compare nosuch.ppm ref.ppm
+expect_fail compare-missing-reference 2 "" -- "$GS" --compare nosuch.ppm ref.ppm
 
 # ----------------------------------------------------- several inputs
 

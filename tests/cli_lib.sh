@@ -44,6 +44,17 @@ bytes() {
     printf "$fmt"
 }
 
+# pnm FILE MAGIC W H MAXVAL V...: a binary PNM (P5, P6) of the values
+# given, 16-bit ones (MAXVAL over 255) big-endian.
+pnm() {
+    local file=$1 magic=$2 w=$3 h=$4 maxval=$5 v vals=()
+    shift 5
+    for v in "$@"; do
+        if [ "$maxval" -gt 255 ]; then vals+=($((v >> 8)) $((v & 255))); else vals+=("$v"); fi
+    done
+    { printf '%s\n%d %d\n%d\n' "$magic" "$w" "$h" "$maxval"; bytes "${vals[@]}"; } >"$file"
+}
+
 # Sample-exact comparison; on a difference prints imgcmp's reason.
 same() {
     local why

@@ -14,7 +14,9 @@
  * the partials are poisoned before every launch (the counter that finds the
  * last block is left zeroed, as the kernels leave it), so a field the
  * kernel failed to write, or a partial read before it was written, shows.
- * The last checks run the public gimg_stats_compute()/gimg_compare() with
+ * The comparison's pixel pass (kernels/absdiff.cu: pixels with any channel
+ * differing, and the difference image) must equal the CPU's exactly, float
+ * included. The last checks run the public gimg_stats_compute()/gimg_compare() with
  * --device gpu (moments and the exact histogram from one upload), a region
  * included.
  *
@@ -24,6 +26,8 @@
 #include "gpu_internal.h"
 #include "stats_internal.h"
 #include "stats.h"
+#include "absdiff.h"
+#include "ssim.h"
 #include "testimg.h"
 #include "check.h"
 
@@ -122,18 +126,35 @@ static gimg_status run_moments(const gimg_image *im, gimg_moments *m)
     return fetch(m, sizeof *m);
 }
 
-static gimg_status run_diff(const gimg_image *a, const gimg_image *b, gimg_diff_sums *out)
+/* The comparison's two kernels, as lib/compare.c runs them: the sums
+ * (kernels/stats.cu), then the pixels with a difference and, when diff is
+ * given, the difference image over a's device copy (kernels/absdiff.cu),
+ * downloaded into diff (allocated here, poisoned first). */
+static gimg_status run_diff(const gimg_image *a, const gimg_image *b, gimg_diff_sums *out,
+                            gimg_image *diff)
 {
     gimg_dimage da, db;
     gimg_status st;
     if ((st = upload(a, 0, &da)) || (st = upload(b, 1, &db)))
         return st;
     GIMG_CUDA(poison(sizeof *out));
+    gimg_diff_sums *d_out = (gimg_diff_sums *)(g_scratch + gimg_cuda_stats_scratch_bytes());
     GIMG_CUDA(gimg_cuda_diff(da.d_data, da.pitch_bytes, db.d_data, db.pitch_bytes, a->width,
-                             a->height, a->channels, (int)a->sample, g_scratch,
-                             (gimg_diff_sums *)(g_scratch + gimg_cuda_stats_scratch_bytes()), 0,
+                             a->height, a->channels, (int)a->sample, g_scratch, d_out, 0,
                              g_gpu->stream));
-    return fetch(out, sizeof *out);
+    GIMG_CUDA(cudaMemsetAsync(&d_out->pixels_differing, 0, sizeof d_out->pixels_differing,
+                              g_gpu->stream));
+    GIMG_CUDA(gimg_cuda_absdiff(da.d_data, da.pitch_bytes, db.d_data, db.pitch_bytes, a->width,
+                                a->height, a->channels, (int)a->sample,
+                                diff ? da.d_data : NULL, da.pitch_bytes,
+                                (unsigned long long *)&d_out->pixels_differing,
+                                g_gpu->stream));
+    if ((st = fetch(out, sizeof *out)) || !diff)
+        return st;
+    if ((st = gimg_image_alloc(diff, a->width, a->height, a->channels, a->sample)))
+        return st;
+    memset(diff->data, 0x5A, diff->stride_bytes * (size_t)a->height);
+    return gimg_gpu_download(g_gpu, &da, diff);
 }
 
 static void check_moments(const gimg_image *im, const char *what)
@@ -189,10 +210,24 @@ static void check_diff(const gimg_image *a, const gimg_image *b, const char *wha
 {
     gimg_diff_sums ref, got;
     gimg_diff_sums_ref(a, b, &ref);
-    gimg_status st = run_diff(a, b, &got);
+    gimg_image diff = {0}, want_diff = {0};
+    gimg_status st = run_diff(a, b, &got, &diff);
     CHECK(st == GIMG_OK, "%s: %s", what, gimg_last_error());
     if (st)
         return;
+    /* The difference image: the CPU's, byte for byte (float NaN canonical). */
+    gimg_compare_opts o = {.diff_image = &want_diff};
+    gimg_diff unused;
+    CHECK(gimg_compare_cpu(a, b, &o, &unused) == GIMG_OK, "%s", gimg_last_error());
+    int same_rows = 1;
+    for (int y = 0; y < a->height && same_rows; y++)
+        same_rows = !memcmp(gimg_row(&diff, y), gimg_row(&want_diff, y),
+                            (size_t)a->width * gimg_pixel_bytes(a));
+    CHECK(same_rows, "%s: difference images differ", what);
+    gimg_image_free(&diff);
+    gimg_image_free(&want_diff);
+    CHECK(ref.pixels_differing == got.pixels_differing, "%s: pixels differing %llu vs %llu", what,
+          (unsigned long long)got.pixels_differing, (unsigned long long)ref.pixels_differing);
     if (a->sample != GIMG_F32) {
         CHECK(memcmp(&ref, &got, sizeof ref) == 0, "%s: diff sums differ (differing %llu vs %llu, "
               "abs %llu vs %llu, sq %llu vs %llu, max %g vs %g)", what,
@@ -392,16 +427,35 @@ static void test_public_path(void)
                               ref.ch[ch].stddev);
                 }
             }
+            /* With SSIM and the difference image, from one upload: every
+             * figure but SSIM as the CPU's; SSIM within the GPU's bound
+             * (kernels/ssim.cu); the image byte for byte. */
             gimg_diff dref, dgot;
-            CHECK(gimg_compare_cpu(&view, &view2, &dref) == GIMG_OK, "%s", gimg_last_error());
-            CHECK(gimg_compare(ctx, &view, &view2, &dgot) == GIMG_OK, "%s", gimg_last_error());
+            gimg_image iref, igot;
+            gimg_compare_opts oref = {.ssim = 1, .diff_image = &iref};
+            gimg_compare_opts ogot = {.ssim = 1, .diff_image = &igot};
+            CHECK(gimg_compare_cpu(&view, &view2, &oref, &dref) == GIMG_OK, "%s", gimg_last_error());
+            CHECK(gimg_compare(ctx, &view, &view2, &ogot, &dgot) == GIMG_OK, "%s", gimg_last_error());
+            for (int ch = 0; ch <= c; ch++) {
+                CHECK(fabs(dref.ch[ch].ssim - dgot.ch[ch].ssim) <= GIMG_SSIM_GPU_TOLERANCE ||
+                          (k_samples[s] == GIMG_F32 && isnan(dref.ch[ch].ssim) &&
+                           isnan(dgot.ch[ch].ssim)),
+                      "c%d %d-bit ch %d: SSIM %.17g on the GPU, %.17g on the CPU", c,
+                      8 * (int)k_samples[s], ch, dgot.ch[ch].ssim, dref.ch[ch].ssim);
+                dgot.ch[ch].ssim = dref.ch[ch].ssim;
+            }
             if (k_samples[s] != GIMG_F32)
                 CHECK(memcmp(&dref, &dgot, sizeof dref) == 0, "c%d %d-bit: comparison differs", c,
                       8 * (int)k_samples[s]);
             else
                 CHECK(dref.ch[c].differing == dgot.ch[c].differing &&
+                          dref.ch[c].pixels_differing == dgot.ch[c].pixels_differing &&
                           fabs(dref.ch[c].mse - dgot.ch[c].mse) <= 1e-12 * dref.ch[c].mse,
                       "float c%d: comparison differs", c);
+            CHECK(memcmp(iref.data, igot.data, iref.stride_bytes * (size_t)iref.height) == 0,
+                  "c%d %d-bit: difference images differ", c, 8 * (int)k_samples[s]);
+            gimg_image_free(&iref);
+            gimg_image_free(&igot);
             gimg_image_free(&im);
             gimg_image_free(&im2);
         }
@@ -445,8 +499,8 @@ static void test_maxval(void)
                       memcmp(&ref, &got, sizeof ref) == 0,
                   "%s: statistics differ (%s)", what, gimg_last_error());
             gimg_diff dref, dgot;
-            CHECK(gimg_compare_cpu(&a, &b, &dref) == GIMG_OK, "%s", gimg_last_error());
-            CHECK(gimg_compare(ctx, &a, &b, &dgot) == GIMG_OK &&
+            CHECK(gimg_compare_cpu(&a, &b, NULL, &dref) == GIMG_OK, "%s", gimg_last_error());
+            CHECK(gimg_compare(ctx, &a, &b, NULL, &dgot) == GIMG_OK &&
                       memcmp(&dref, &dgot, sizeof dref) == 0 && dgot.peak == types[t].maxval,
                   "%s: comparison differs, peak %g (%s)", what, dgot.peak, gimg_last_error());
             gimg_image_free(&a);

@@ -26,14 +26,18 @@ trap 'rm -rf "$logs"' EXIT
 # bounded by TEST_GPU_TIMEOUT seconds (a job over it fails, named) and says
 # how long it took, so the slow ones are plain to see.
 PARTS=${TEST_GPU_PARTS:-diff san cli}
-# TEST_GPU_CLI: the CLI suites to run (default: the tools', the batch, maxval,
-# metadata and orientation suites), e.g. "cli_gconv.sh".
-CLI_SUITES=$(cd tests && echo ${TEST_GPU_CLI:-cli_g*.sh cli_batch.sh cli_maxval.sh cli_meta.sh cli_orient.sh})
+# TEST_GPU_CLI: the CLI suites to run (default: the tools', the batch,
+# compare, maxval, metadata and orientation suites), e.g. "cli_gconv.sh".
+CLI_SUITES=$(cd tests && echo ${TEST_GPU_CLI:-cli_g*.sh cli_batch.sh cli_compare.sh cli_maxval.sh cli_meta.sh cli_orient.sh})
 LIMIT=${TEST_GPU_TIMEOUT:-900}  # cli_gtranspose.sh alone: 399 s on an H100 (stop 25)
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# The programs, not their objects beside them.
+# The programs, not their objects beside them; TEST_GPU_DIFF="gpudiff_ssim
+# ..." picks some (default all).
 GPUDIFF=$(find "$BUILD/tests" -maxdepth 1 -name 'gpudiff_*' ! -name '*.o' | sort)
+if [ -n "${TEST_GPU_DIFF:-}" ]; then
+    GPUDIFF=$(for d in $GPUDIFF; do case " $TEST_GPU_DIFF " in *" ${d##*/} "*) echo "$d" ;; esac; done)
+fi
 if part diff; then
     echo "== differential tests (GPU == CPU)"
     for d in $GPUDIFF; do

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "fuzz.h"
 #include "gimg_orient.h"
+#include "gimg_stats.h"
 
 #include <math.h>
 
@@ -51,7 +52,18 @@
                  (unsigned long long)v);)                                                      \
     X(double, "1.5\n-2e-3\n.5\n1e308",                                                         \
       double v = 7; st = gimg_cli_parse_double("--x", s, -1e6, 1e6, &v);                       \
-      FUZZ_CHECK(st ? v == 7 : (isfinite(v) && v >= -1e6 && v <= 1e6), "'%s' gave %g", s, v);)
+      FUZZ_CHECK(st ? v == 7 : (isfinite(v) && v >= -1e6 && v <= 1e6), "'%s' gave %g", s, v);)                                                                                   \
+    X(threshold, "psnr<40\nred.maxdiff >= 2\nssim<0.99\nall.pixels_differing!=0\nmse=inf",    \
+      gimg_threshold t; st = gimg_parse_threshold(s, &t);                                      \
+      FUZZ_CHECK(st || ((unsigned)t.metric < GIMG_METRIC_N && (unsigned)t.op <= GIMG_OP_NE &&   \
+                        !isnan(t.value) && t.channel[0]), "'%s' parsed badly", s);)            \
+    X(region, "10x10+5+5\n3x4\n10x10-5-5",                                                     \
+      gimg_region r; st = gimg_parse_region(s, &r);                                            \
+      FUZZ_CHECK(st || (r.width >= 1 && r.height >= 1), "'%s' gave %dx%d", s, r.width,          \
+                 r.height);)                                                                   \
+    X(percentile, "5\n99.9\n100\n0",                                                           \
+      gimg_percentile p; st = gimg_parse_percentile("--p", s, &p);                             \
+      FUZZ_CHECK(st || p.millionths <= 100000000u, "'%s' gave %u", s, p.millionths);)
 
 /* Defines parse_NAME(s) for every parser, returning its status, and
  * k_parsers[], their table in FUZZ_PARSERS's order. */
