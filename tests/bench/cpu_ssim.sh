@@ -12,7 +12,7 @@
 #
 # Ours: the whole command as a user runs it, `gstats --device cpu --compare
 # a.ppm -s ssim b.ppm` (read both files, SSIM on the CPU backend,
-# lib/ssim.c, print the mean over channels), median of 7 runs after a
+# lib/ssim.c, print the mean over channels), median of 9 runs after a
 # warm-up. scikit-image: one call of structural_similarity
 # (gaussian_weights=True, sigma=1.5, use_sample_covariance=False,
 # data_range=255, channel_axis=2), reading excluded, median of 3
@@ -44,22 +44,14 @@ ours=("$BIN"/gstats --device cpu --compare "$tmp/a.ppm" -s ssim "$tmp/b.ppm")
 ours_name="gstats --device cpu --compare a -s ssim b"
 ours_value=$("${ours[@]}") || exit 1
 
-# Median wall time in ms of a command over 7 runs, after one warm-up.
-median_ms() {
-    local times=() t0 t1
-    "$@" >/dev/null || return 1
-    for _ in 1 2 3 4 5 6 7; do
-        t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N)
-        times+=($(((t1 - t0) / 1000000)))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | sed -n 4p
-}
+. tests/bench/median.sh
+quiet_ours() { "${ours[@]}" >/dev/null; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 ours_load=$(load)
-ours_ms=$(median_ms "${ours[@]}") || exit 1
+ours_ms=$(median_ms quiet_ours) || exit 1
 
 echo "CPU ($(nproc) cores): SSIM of a 2048x2048 RGB 8-bit pair"
-printf '  %-42s %6d ms  whole command, median of 7 (load %s)   SSIM %s\n' \
+printf '  %-42s %6d ms  whole command, median of 9 (load %s)   SSIM %s\n' \
     "$ours_name" "$ours_ms" "$ours_load" "$ours_value"
 
 py=/usr/bin/python3
