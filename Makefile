@@ -62,7 +62,7 @@ DEFLATE_LIBS ?= -ldeflate
 IMAGE_CFLAGS ?=
 IMAGE_LIBS ?= -ljpeg -lspng -ltiff -lwebpmux -lwebpdemux -lwebp -lgif
 CFLAGS += $(DEFLATE_CFLAGS) $(IMAGE_CFLAGS)
-LDLIBS := $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -pthread -fopenmp
+LDLIBS := $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -ldl -pthread -fopenmp
 
 ifeq ($(SANITIZE),1)
   CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -149,6 +149,12 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/unit_*.c)) $
              $(BUILD)/tests/imgcmp $(BUILD)/tests/fuzz/make_corpus
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libgimg.a tests/check.h
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libgimg.a $(LDLIBS)
+# nvJPEG's own header, against which unit_nvjpeg checks lib/nvjpeg_api.h:
+# found in CUDA builds (CUDA_HOME/include); elsewhere NVJPEG_CFLAGS="-I<the
+# nvidia-nvjpeg wheel's include> -I<CUDA's runtime headers>". Without it
+# that check is skipped.
+NVJPEG_CFLAGS ?=
+$(BUILD)/tests/unit_nvjpeg.o: CFLAGS += $(NVJPEG_CFLAGS)
 $(BUILD)/tests/fuzz/%.o: CFLAGS += -Itests
 $(BUILD)/tests/fuzz/make_corpus.o: | $(BUILD)/tests/fuzz
 $(BUILD)/tests/fuzz:
@@ -187,9 +193,9 @@ $(FUZZ_BUILD)/%.o: %.c $(wildcard lib/*.h) $(wildcard tests/*.h) $(wildcard test
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(FUZZ_BUILD)/lib/stb_impl.o: FUZZ_CFLAGS += -fno-sanitize=shift
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -ldl
 $(FUZZ_BUILD)/make_corpus: $(FUZZ_BUILD)/tests/fuzz/make_corpus.o $(FUZZ_LIB_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ $(IMAGE_LIBS) $(DEFLATE_LIBS) -lm -ldl
 fuzz: $(FUZZ_TARGETS) $(FUZZ_BUILD)/make_corpus
 fuzz-smoke: fuzz
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh

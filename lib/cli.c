@@ -38,7 +38,8 @@ enum {
     K_PROGRESSIVE = -18,
     K_COMPRESS = -19,
     K_LOSSLESS = -20,
-    K_STRIP = -21
+    K_STRIP = -21,
+    K_CODECS = -22
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
@@ -61,6 +62,10 @@ static const gimg_cli_option k_common[] = {
     {"device", 0, "DEV", "auto, cpu, gpu, gpu:N[,N...] or gpu:all (default: $GIMG_DEVICE "
                          "or auto)",
      K_DEVICE},
+    {"codecs", 0, "C", "JPEG codecs on a GPU device: auto (the GPU's, where they work) or cpu "
+                       "(libjpeg-turbo: the same output as --device cpu) (default: $GIMG_CODECS or "
+                       "auto)",
+     K_CODECS},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
     {"jobs", 'j', "N", NULL, K_JOBS},
     {"files-from", 0, "FILE", "read more inputs from FILE ('-': standard input), one per line",
@@ -124,6 +129,7 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
     case K_STRIP:
         return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
     case K_DEVICE:
+    case K_CODECS:
         return !(spec->omit & GIMG_CLI_NO_DEVICE);
     case K_JOBS:
     case K_FILES_FROM:
@@ -400,8 +406,17 @@ static gimg_status parse_device(const char *s, const char *prefix, gimg_device *
     return gimg_fail(GIMG_E_USAGE, "%s%s", prefix, msg);
 }
 
+/* --codecs or GIMG_CODECS: auto or cpu. */
+static gimg_status parse_codecs(const char *s, const char *name, int *cpu)
+{
+    if (strcmp(s, "auto") && strcmp(s, "cpu"))
+        return gimg_fail(GIMG_E_USAGE, "%s: unknown codecs '%s' (auto or cpu)", name, s);
+    *cpu = !strcmp(s, "cpu");
+    return GIMG_OK;
+}
+
 static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, const char *arg,
-                         gimg_cli_common *c, int *device_given)
+                         gimg_cli_common *c, int *device_given, int *codecs_given)
 {
     char name[64];
     option_name(o, name, sizeof name);
@@ -470,6 +485,9 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
     case K_DEVICE:
         *device_given = 1;
         return parse_device(arg, "", &c->device);
+    case K_CODECS:
+        *codecs_given = 1;
+        return parse_codecs(arg, name, &c->cpu_codecs);
     case K_MAX_PIXELS:
         /* No image can have more pixels than the side limit squared. */
         return gimg_cli_parse_u64(name, arg, 1,
@@ -535,7 +553,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
                            gimg_cli_common *c)
 {
     set_defaults(c, argv);
-    int device_given = 0, only_operands = 0;
+    int device_given = 0, codecs_given = 0, only_operands = 0;
     const char *o_output = NULL;
     int nops = 0;
     gimg_status st;
@@ -571,7 +589,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
                 return gimg_fail(GIMG_E_USAGE, "option '--%s' needs an argument (%s)",
                                  o->long_name, o->metavar);
             }
-            if ((st = apply(spec, o, arg, c, &device_given)))
+            if ((st = apply(spec, o, arg, c, &device_given, &codecs_given)))
                 return st;
             if (o->key == K_OUTPUT)
                 o_output = arg;
@@ -596,7 +614,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
                     return gimg_fail(GIMG_E_USAGE, "option '-%c' needs an argument (%s)", *p,
                                      o->metavar);
             }
-            if ((st = apply(spec, o, arg, c, &device_given)))
+            if ((st = apply(spec, o, arg, c, &device_given, &codecs_given)))
                 return st;
             if (o->key == K_OUTPUT)
                 o_output = arg;
@@ -663,6 +681,12 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
         if (env && *env && (st = parse_device(env, "GIMG_DEVICE: ", &c->device)))
             return st;
     }
+    if (!codecs_given && !(spec->omit & GIMG_CLI_NO_DEVICE)) {
+        const char *env = getenv("GIMG_CODECS");
+        if (env && *env && (st = parse_codecs(env, "GIMG_CODECS", &c->cpu_codecs)))
+            return st;
+    }
+    c->device.cpu_codecs = c->cpu_codecs; /* --device, given after --codecs, reset it */
     gimg_set_max_pixels(c->max_pixels);
     return GIMG_OK;
 }

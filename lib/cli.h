@@ -8,8 +8,8 @@
  * gimg_cli_common:
  *
  *   -o FILE, -f/--format FMT, --quality N, --png-level N,
- *   --device auto|cpu|gpu|gpu:N, --max-pixels N, -v/--verbose, -q/--quiet,
- *   -h/--help, --version
+ *   --device auto|cpu|gpu|gpu:N, --codecs auto|cpu, --max-pixels N,
+ *   -v/--verbose, -q/--quiet, -h/--help, --version
  *
  * and, for tools that take many inputs (spec.with = GIMG_CLI_WITH_BATCH),
  *
@@ -122,7 +122,8 @@ typedef struct {
     const char *output;      /* -o FILE, else the second operand, else "-" (stdout) */
     int output_is_operand;   /* 1: output is the second operand (OUTPUT), not -o's */
     gimg_write_opts write;   /* -f, --quality, --png-level; format UNKNOWN if no -f */
-    gimg_device device;      /* --device, else $GIMG_DEVICE, else auto */
+    gimg_device device;      /* --device, else $GIMG_DEVICE, else auto; with --codecs */
+    int cpu_codecs;          /* --codecs cpu (copied into device.cpu_codecs) */
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
     int verbose;             /* -v: report backend and timings on stderr */
     int quiet;               /* -q: no warnings on stderr */

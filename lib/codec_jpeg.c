@@ -171,6 +171,8 @@
  * is. libjpeg's warnings while writing are errors ("JPEG encoder: ...").
  */
 #include "codec.h"
+#include "jpeg_internal.h"
+#include "nvjpeg_api.h"
 
 #include <omp.h>
 #include <setjmp.h>
@@ -668,10 +670,15 @@ static gimg_status read_metadata(jpeg_reader *r)
     return st;
 }
 
+static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, size_t len,
+                               size_t at, int *subsampling);
+
 /* Decodes into r's image: libjpeg writes the image's own rows, several
- * per call; CMYK goes through a strip of JPEG_ROWS_PER_CALL rows. */
+ * per call; CMYK goes through a strip of JPEG_ROWS_PER_CALL rows. With
+ * facts (gimg_jpeg_read_header), reads the header only: im gets the
+ * layout, no pixels, and facts whether the GPU's decoders take the file. */
 static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t len,
-                              gimg_image *im)
+                              gimg_image *im, gimg_jpeg_facts *facts)
 {
     if (setjmp(r->guard.jump))
         return gimg_fail(r->guard.status, "%s", r->guard.why);
@@ -679,6 +686,16 @@ static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t l
     if (st || (st = read_metadata(r)))
         return st;
     j_decompress_ptr c = &r->cinfo;
+    if (facts) {
+        im->width = (int)c->image_width;
+        im->height = (int)c->image_height;
+        im->channels = r->channels;
+        im->sample = GIMG_U8;
+        /* After jpeg_read_header, the source's next byte is the first scan's data. */
+        const size_t at = (size_t)(c->src->next_input_byte - buf);
+        facts->gpu_refusal = gpu_refusal(c, buf, len, at, &facts->subsampling);
+        return GIMG_OK;
+    }
     c->dct_method = JDCT_ISLOW;
     c->do_fancy_upsampling = TRUE;
     c->do_block_smoothing = TRUE;
@@ -728,7 +745,7 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     memset(out, 0, sizeof *out);
     guard_init(&r.guard, 1);
     r.want_meta = 1;
-    gimg_status st = decode_run(&r, buf, len, &im);
+    gimg_status st = decode_run(&r, buf, len, &im, NULL);
     if (r.created)
         jpeg_destroy_decompress(&r.cinfo);
     free(r.cmyk_rows);
@@ -814,13 +831,21 @@ static void writer_create(jpeg_writer *w)
 
 /* The chroma sampling factors (horizontal, vertical) of the first
  * component for the options; the others stay 1x1. */
-static void luma_factors(const gimg_write_opts *o, int *h, int *v)
+int gimg_jpeg_subsampling(const gimg_write_opts *o)
 {
     gimg_subsampling s = o->jpeg_subsampling;
     if (s == GIMG_SUBSAMPLE_AUTO)
         s = o->quality >= 90 ? GIMG_SUBSAMPLE_444 : GIMG_SUBSAMPLE_420;
-    *h = s == GIMG_SUBSAMPLE_444 ? 1 : 2;
-    *v = s == GIMG_SUBSAMPLE_420 ? 2 : 1;
+    return s == GIMG_SUBSAMPLE_444 ? GIMG_NVJPEG_CSS_444
+           : s == GIMG_SUBSAMPLE_422 ? GIMG_NVJPEG_CSS_422
+                                     : GIMG_NVJPEG_CSS_420;
+}
+
+static void luma_factors(const gimg_write_opts *o, int *h, int *v)
+{
+    const int css = gimg_jpeg_subsampling(o);
+    *h = css == GIMG_NVJPEG_CSS_444 ? 1 : 2;
+    *v = css == GIMG_NVJPEG_CSS_420 ? 2 : 1;
 }
 
 /* The parameters of every compressor of an image: `rows` rows of it (a
@@ -1413,6 +1438,206 @@ static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsign
     if (!o->jpeg_progressive && pixels >= JPEG_TWO_PASS_MIN_PIXELS)
         return encode_sequential(im, o, buf, len);
     return encode_libjpeg(im, o, buf, len);
+}
+
+/* ------------------------------------------- for the GPU codecs */
+
+/* 1 if the entropy-coded data from `at` runs whole to EOI: stuffed bytes
+ * and restart markers in sequence only, no other marker (a second scan,
+ * DNL), not cut short. */
+static int scan_runs_to_eoi(const unsigned char *buf, size_t len, size_t at)
+{
+    unsigned next_restart = 0;
+    while (at < len) {
+        const unsigned char *ff = memchr(buf + at, 0xFF, len - at);
+        if (!ff)
+            return 0;
+        at = (size_t)(ff - buf) + 1;
+        while (at < len && buf[at] == 0xFF) /* fill bytes before a marker */
+            at++;
+        if (at >= len)
+            return 0;
+        const unsigned m = buf[at++];
+        if (m == 0x00)
+            continue;
+        if (m >= 0xD0 && m <= 0xD7) {
+            if (m - 0xD0 != next_restart)
+                return 0;
+            next_restart = (next_restart + 1) & 7;
+            continue;
+        }
+        return m == 0xD9;
+    }
+    return 0;
+}
+
+/* Why the GPU decoders should not take the file whose header c read (up
+ * to its first scan, whose data starts at `at`), or NULL. */
+static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, size_t len,
+                               size_t at, int *subsampling)
+{
+    if (c->progressive_mode)
+        return "progressive";
+    if (c->arith_code)
+        return "arithmetic-coded";
+    if (c->data_precision != 8)
+        return "not 8-bit";
+    if (c->jpeg_color_space != JCS_GRAYSCALE && c->jpeg_color_space != JCS_YCbCr)
+        return c->num_components == 4 ? "CMYK" : "RGB components";
+    if (c->comps_in_scan != c->num_components)
+        return "components in separate scans";
+    const jpeg_component_info *k = c->comp_info;
+    if (c->num_components == 1) {
+        if (k[0].h_samp_factor != 1 || k[0].v_samp_factor != 1)
+            return "gray with sampling factors";
+        *subsampling = GIMG_NVJPEG_CSS_GRAY;
+    } else {
+        for (int i = 1; i < 3; i++)
+            if (k[i].h_samp_factor != 1 || k[i].v_samp_factor != 1)
+                return "chroma subsampling nvJPEG does not decode";
+        const int h = k[0].h_samp_factor, v = k[0].v_samp_factor;
+        if (h == 1 && v == 1)
+            *subsampling = GIMG_NVJPEG_CSS_444;
+        else if (h == 2 && v == 1)
+            *subsampling = GIMG_NVJPEG_CSS_422;
+        else if (h == 2 && v == 2)
+            *subsampling = GIMG_NVJPEG_CSS_420;
+        else if (h == 1 && v == 2)
+            *subsampling = GIMG_NVJPEG_CSS_440;
+        else
+            return "chroma subsampling nvJPEG does not decode";
+    }
+    if (!scan_runs_to_eoi(buf, len, at))
+        return "not one whole scan up to the end of the image";
+    return NULL;
+}
+
+gimg_status gimg_jpeg_read_header(const unsigned char *buf, size_t len, gimg_image *shell,
+                                  gimg_jpeg_facts *facts)
+{
+    jpeg_reader r;
+    memset(&r, 0, sizeof r);
+    memset(shell, 0, sizeof *shell);
+    memset(facts, 0, sizeof *facts);
+    guard_init(&r.guard, 1);
+    r.want_meta = 1;
+    gimg_status st = decode_run(&r, buf, len, shell, facts);
+    if (r.created)
+        jpeg_destroy_decompress(&r.cinfo);
+    if (st) {
+        gimg_meta_free(r.meta);
+        memset(shell, 0, sizeof *shell);
+    } else {
+        shell->meta = r.meta;
+    }
+    return st;
+}
+
+/* A growing output of marker bytes. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} marker_buf;
+
+static unsigned char *mb_room(marker_buf *b, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = (b->len + n) * 2;
+        unsigned char *q = realloc(b->p, cap);
+        if (!q)
+            return NULL;
+        b->p = q;
+        b->cap = cap;
+    }
+    unsigned char *at = b->p + b->len;
+    b->len += n;
+    return at;
+}
+
+/* One marker: FF, its code, the length, id, then payload (id_bytes + n +
+ * extra within 65533; extra bytes, e.g. an ICC chunk's number and count,
+ * come between id and payload). */
+static int mb_marker(marker_buf *b, int code, const void *id, size_t id_bytes,
+                     const unsigned char *extra, size_t extra_bytes, const unsigned char *p,
+                     size_t n)
+{
+    const size_t body = id_bytes + extra_bytes + n;
+    unsigned char *at = mb_room(b, 4 + body);
+    if (!at)
+        return 0;
+    at[0] = 0xFF;
+    at[1] = (unsigned char)code;
+    at[2] = (unsigned char)((body + 2) >> 8);
+    at[3] = (unsigned char)(body + 2);
+    memcpy(at + 4, id, id_bytes);
+    if (extra_bytes)
+        memcpy(at + 4 + id_bytes, extra, extra_bytes);
+    if (n)
+        memcpy(at + 4 + id_bytes + extra_bytes, p, n);
+    return 1;
+}
+
+gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
+                                   unsigned char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (!sniff(bits, len))
+        return gimg_fail(GIMG_E_FORMAT, "the GPU's encoder gave no JPEG file");
+    /* Past SOI and the APPn and COM segments the file starts with. */
+    size_t rest = 2;
+    while (rest <= len && len - rest >= 4 && bits[rest] == 0xFF &&
+           ((bits[rest + 1] >= 0xE0 && bits[rest + 1] <= 0xEF) || bits[rest + 1] == 0xFE))
+        rest += 2 + ((size_t)bits[rest + 2] << 8 | bits[rest + 3]);
+    if (rest > len)
+        return gimg_fail(GIMG_E_FORMAT, "the GPU's encoder gave a cut JPEG file");
+    marker_buf b = {NULL, 0, 0};
+    /* JFIF 1.01, as libjpeg writes it: its density from set_parameters'
+     * rule, else 1:1 with no unit. */
+    unsigned char jfif[9] = {1, 1, 0, 0, 1, 0, 1, 0, 0};
+    if (meta && (meta->x_dpi > 0 || meta->y_dpi > 0)) {
+        const double x = meta->x_dpi > 0 ? meta->x_dpi : meta->y_dpi,
+                     y = meta->y_dpi > 0 ? meta->y_dpi : x;
+        const unsigned xd = (unsigned)(x < 1 ? 1 : x >= 65535 ? 65535 : x + 0.5),
+                       yd = (unsigned)(y < 1 ? 1 : y >= 65535 ? 65535 : y + 0.5);
+        jfif[2] = 1;
+        jfif[3] = (unsigned char)(xd >> 8);
+        jfif[4] = (unsigned char)xd;
+        jfif[5] = (unsigned char)(yd >> 8);
+        jfif[6] = (unsigned char)yd;
+    }
+    static const unsigned char soi[2] = {0xFF, 0xD8};
+    unsigned char *at = mb_room(&b, 2);
+    int ok = at != NULL;
+    if (ok)
+        memcpy(at, soi, 2);
+    ok = ok && mb_marker(&b, 0xE0, "JFIF", 5, NULL, 0, jfif, sizeof jfif);
+    const unsigned unfit = unfit_meta(meta);
+    if (ok && meta && meta->exif_bytes && !(unfit & GIMG_META_EXIF))
+        ok = mb_marker(&b, 0xE1, exif_id, sizeof exif_id, NULL, 0, meta->exif, meta->exif_bytes);
+    if (ok && meta && meta->xmp_bytes && !(unfit & GIMG_META_XMP))
+        ok = mb_marker(&b, 0xE1, xmp_id, sizeof xmp_id, NULL, 0, meta->xmp, meta->xmp_bytes);
+    if (ok && meta && meta->icc_bytes && !(unfit & GIMG_META_ICC)) {
+        const size_t chunks = (meta->icc_bytes + JPEG_ICC_CHUNK_BYTES - 1) / JPEG_ICC_CHUNK_BYTES;
+        for (size_t i = 0; ok && i < chunks; i++) {
+            const size_t from = i * JPEG_ICC_CHUNK_BYTES,
+                         n = meta->icc_bytes - from < JPEG_ICC_CHUNK_BYTES ? meta->icc_bytes - from
+                                                                          : JPEG_ICC_CHUNK_BYTES;
+            const unsigned char number[2] = {(unsigned char)(i + 1), (unsigned char)chunks};
+            ok = mb_marker(&b, 0xE2, icc_id, sizeof icc_id, number, 2, meta->icc + from, n);
+        }
+    }
+    if (ok && (at = mb_room(&b, len - rest)))
+        memcpy(at, bits + rest, len - rest);
+    else
+        ok = 0;
+    if (!ok) {
+        free(b.p);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory writing JPEG headers");
+    }
+    *out = b.p;
+    *out_len = b.len;
+    return GIMG_OK;
 }
 
 const gimg_codec gimg_codec_jpeg = {

@@ -25,6 +25,33 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st);
 /* GPU time detail for -v: kernel time (events) and transfer time. */
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms);
 
+/* The GPU codecs (gpu_jpeg.h), for the batch (driver.c), on the calling
+ * thread's lane. Without CUDA they are never asked and never ready.
+ *  - gimg_ctx_want_gpu_codecs: asks for nvJPEG beside CUDA's start-up,
+ *    when the device is a GPU and --codecs is auto; before
+ *    gimg_ctx_prepare. Returns 1 if asked.
+ *  - gimg_ctx_gpu_decode_jpeg: decodes bits (gimg_jpeg_read_header gave
+ *    shell) on the lane's GPU: shell->device is set.
+ *    Fails where the lane has no nvJPEG (-v says why) or nvJPEG refuses
+ *    the file; the caller then decodes it on the CPU.
+ *  - gimg_ctx_gpu_keep_outputs: while on, the lane's downloads of 8-bit
+ *    gray or RGB images leave them on the GPU (their `device`).
+ *  - gimg_ctx_gpu_encode_jpeg: im (on the GPU) to a JPEG bitstream without
+ *    metadata, under o's quality and subsampling; *bits malloc'd.
+ *  - gimg_ctx_gpu_item_done: the lane's item is done: outputs are
+ *    downloaded again, and its input is no longer on the GPU (while it is,
+ *    gimg_ctx_gpu_fallback does not send the operation to the CPU: it
+ *    fails, and the batch decodes the input on the CPU and runs it again).
+ *  - gimg_ctx_count_cpu_codec: a JPEG the batch gave the CPU, and why. */
+int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx);
+gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+                                     gimg_image *shell);
+void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep);
+gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+                                     const gimg_write_opts *o, unsigned char **bits, size_t *len);
+void gimg_ctx_gpu_item_done(gimg_ctx *ctx);
+void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why);
+
 /* The smallest auto_min_bytes over all operations: below it,
  * gimg_ctx_prepare does not start CUDA at all. */
 extern const size_t gimg_auto_gpu_min_bytes;

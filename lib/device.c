@@ -12,6 +12,9 @@
  */
 #include "ctx_internal.h"
 #include "gpu_internal.h"
+#include "gpu_jpeg.h"
+#include "nvjpeg_api.h"
+#include "jpeg_internal.h"
 #include "orient_internal.h"
 
 #include <omp.h>
@@ -26,8 +29,13 @@
 const size_t gimg_auto_gpu_min_bytes = GIMG_ORIENT_GPU_MIN_BYTES;
 
 /* Two lanes (streams) per GPU: while one lane's image crosses PCIe, the
- * other's kernels run. More buy nothing: the kernels each fill the GPU. */
+ * other's kernels run. More buy nothing: the kernels each fill the GPU.
+ * With the GPU codecs, eight: their images go to the hardware decoder
+ * together (its engines decode a call's images in parallel: gpu_jpeg.c),
+ * and the encoders of several images overlap. */
 #define LANES_PER_GPU 2
+#define LANES_PER_GPU_CODECS 8
+#define MAX_LANES_PER_GPU 8
 
 #ifdef GIMG_HAVE_CUDA
 /* One GPU of the device list: opened on a thread of its own, so that the
@@ -38,8 +46,11 @@ typedef struct {
     int has_thread;
     gimg_status status;
     char error[512];
-    gimg_gpu *lane[LANES_PER_GPU];
+    gimg_gpu *lane[MAX_LANES_PER_GPU];
+    int n_lanes;                    /* lanes opened (or to open) on it */
     int ran;                        /* operations run on it, for -v */
+    int want_jpeg;                  /* start nvJPEG on it too */
+    char jpeg_why[256];             /* why nvJPEG is not on it (when wanted) */
 } gpu_slot;
 #endif
 
@@ -52,6 +63,10 @@ struct gimg_ctx {
     int ran_cpu;                    /* for -v: whether an operation ran on the CPU, */
     int ran_gpu;                    /* and how many on the GPUs */
     char why_cpu[512];              /* why auto stayed on the CPU, or fell back to it */
+    int want_jpeg;                  /* the GPU codecs were asked for */
+    int jpeg_gpu_decoded, jpeg_gpu_encoded, jpeg_cpu; /* for -v */
+    double jpeg_decode_ms, jpeg_encode_ms; /* the lanes' time in them, for -v */
+    char jpeg_cpu_why[160];         /* the last reason a JPEG went to the CPU */
 #ifdef GIMG_HAVE_CUDA
     /* Start-up: `started` once the thread that opens the GPUs runs,
      * `counted` once n_gpus is known (gpu:all asks CUDA), `done` once every
@@ -64,11 +79,20 @@ struct gimg_ctx {
     char init_error[512];
     int n_gpus;
     gpu_slot gpu[GIMG_MAX_GPUS];
+    double startup_ms;              /* CUDA's start-up, nvJPEG's with it: for -v */
 #endif
 };
 
+static int lanes_per_gpu(const gimg_ctx *ctx)
+{
+    return ctx->want_jpeg ? LANES_PER_GPU_CODECS : LANES_PER_GPU;
+}
+
 /* The lane the calling thread works for (gimg_ctx_bind_lane). */
 static _Thread_local int t_lane;
+/* The lane's input is on its GPU (gimg_ctx_gpu_decode_jpeg), without
+ * pixels on the host: its operation cannot fall back to the CPU. */
+static _Thread_local int t_input_on_gpu;
 
 int gimg_built_with_cuda(void)
 {
@@ -154,10 +178,12 @@ gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out)
 static void *open_gpu(void *arg)
 {
     gpu_slot *s = arg;
-    for (int l = 0; l < LANES_PER_GPU && !s->status; l++)
+    for (int l = 0; l < s->n_lanes && !s->status; l++)
         s->status = gimg_gpu_open(s->index, &s->lane[l]);
     if (s->status)
         snprintf(s->error, sizeof s->error, "%s", gimg_last_error());
+    else if (s->want_jpeg && gimg_gpu_jpeg_open(s->lane, s->n_lanes))
+        snprintf(s->jpeg_why, sizeof s->jpeg_why, "%s", gimg_last_error());
     return NULL;
 }
 
@@ -174,6 +200,7 @@ static void signal_state(gimg_ctx *ctx, int *flag)
 static void *init_main(void *arg)
 {
     gimg_ctx *ctx = arg;
+    const double t0 = gimg_now_ms();
     if (ctx->dev.all_gpus) {
         int count = 0;
         cudaError_t e = cudaGetDeviceCount(&count);
@@ -190,6 +217,10 @@ static void *init_main(void *arg)
             ctx->gpu[i].index = ctx->dev.gpus[i];
         if (ctx->n_gpus == 0)
             ctx->init_status = gimg_fail(GIMG_E_DEVICE, "no GPU in the device list");
+    }
+    for (int i = 0; i < ctx->n_gpus; i++) {
+        ctx->gpu[i].want_jpeg = ctx->want_jpeg;
+        ctx->gpu[i].n_lanes = lanes_per_gpu(ctx);
     }
     signal_state(ctx, &ctx->counted);
     for (int i = 1; i < ctx->n_gpus; i++)
@@ -208,6 +239,7 @@ static void *init_main(void *arg)
         }
     if (ctx->init_status && !ctx->init_error[0])
         snprintf(ctx->init_error, sizeof ctx->init_error, "%s", gimg_last_error());
+    ctx->startup_ms = gimg_now_ms() - t0;
     signal_state(ctx, &ctx->done);
     return NULL;
 }
@@ -245,7 +277,7 @@ static gimg_status lane_gpu(gimg_ctx *ctx, gpu_slot **slot, gimg_gpu **g)
     if (ctx->init_status)
         return gimg_fail(ctx->init_status, "%s", ctx->init_error);
     *slot = lane_slot(ctx);
-    *g = (*slot)->lane[t_lane / ctx->n_gpus % LANES_PER_GPU];
+    *g = (*slot)->lane[t_lane / ctx->n_gpus % (*slot)->n_lanes];
     return gimg_gpu_bind(*g);
 }
 #endif
@@ -269,10 +301,10 @@ int gimg_ctx_lanes(gimg_ctx *ctx)
 #ifdef GIMG_HAVE_CUDA
     if (ctx->dev.all_gpus) {
         wait_for(ctx, &ctx->counted);
-        return ctx->n_gpus > 0 ? ctx->n_gpus * LANES_PER_GPU : 1;
+        return ctx->n_gpus > 0 ? ctx->n_gpus * lanes_per_gpu(ctx) : 1;
     }
 #endif
-    return ctx->dev.n_gpus * LANES_PER_GPU;
+    return ctx->dev.n_gpus * lanes_per_gpu(ctx);
 }
 
 void gimg_ctx_bind_lane(int lane)
@@ -333,7 +365,7 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
 
 gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
 {
-    if (st != GIMG_E_NOMEM)
+    if (st != GIMG_E_NOMEM || t_input_on_gpu) /* the batch decodes it on the CPU then */
         return st;
 #ifdef GIMG_HAVE_CUDA
     pthread_mutex_lock(&ctx->lock);
@@ -348,6 +380,98 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
     return GIMG_OK;
 }
 
+int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx)
+{
+#ifdef GIMG_HAVE_CUDA
+    ctx->want_jpeg = ctx->dev.kind == GIMG_DEV_GPU && !ctx->dev.cpu_codecs;
+#endif
+    return ctx->want_jpeg;
+}
+
+void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->jpeg_cpu++;
+    snprintf(ctx->jpeg_cpu_why, sizeof ctx->jpeg_cpu_why, "%s", why);
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+#ifdef GIMG_HAVE_CUDA
+gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+                                     gimg_image *shell)
+{
+    gpu_slot *slot;
+    gimg_gpu *g;
+    gimg_status st = lane_gpu(ctx, &slot, &g);
+    if (st)
+        return st;
+    if (!g->jpeg)
+        return gimg_fail(GIMG_E_DEVICE, "%s", slot->jpeg_why[0] ? slot->jpeg_why
+                                                               : "nvJPEG is not started");
+    const double t0 = gimg_now_ms();
+    if ((st = gimg_gpu_jpeg_decode(g, bits, len, shell->width, shell->height, shell->channels,
+                                   &g->decoded)))
+        return st;
+    shell->device = &g->decoded;
+    t_input_on_gpu = 1;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->jpeg_decode_ms += gimg_now_ms() - t0;
+    ctx->jpeg_gpu_decoded++;
+    pthread_mutex_unlock(&ctx->lock);
+    return GIMG_OK;
+}
+
+void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep)
+{
+    gpu_slot *slot;
+    gimg_gpu *g;
+    if (lane_gpu(ctx, &slot, &g) == GIMG_OK)
+        gimg_gpu_keep_outputs(g, keep && g->jpeg);
+}
+
+void gimg_ctx_gpu_item_done(gimg_ctx *ctx)
+{
+    t_input_on_gpu = 0;
+    if (ctx->want_jpeg)
+        gimg_ctx_gpu_keep_outputs(ctx, 0);
+}
+
+gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+                                     const gimg_write_opts *o, unsigned char **bits, size_t *len)
+{
+    gpu_slot *slot;
+    gimg_gpu *g;
+    gimg_status st = lane_gpu(ctx, &slot, &g);
+    if (st)
+        return st;
+    const double t0 = gimg_now_ms();
+    if ((st = gimg_gpu_jpeg_encode(g, im->device, o->quality, gimg_jpeg_subsampling(o), bits,
+                                   len)))
+        return st;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->jpeg_encode_ms += gimg_now_ms() - t0;
+    ctx->jpeg_gpu_encoded++;
+    pthread_mutex_unlock(&ctx->lock);
+    return GIMG_OK;
+}
+#else
+gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+                                     gimg_image *shell)
+{
+    return gimg_fail(GIMG_E_DEVICE, "built without CUDA");
+}
+
+void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep) {}
+
+void gimg_ctx_gpu_item_done(gimg_ctx *ctx) {}
+
+gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+                                     const gimg_write_opts *o, unsigned char **bits, size_t *len)
+{
+    return gimg_fail(GIMG_E_DEVICE, "built without CUDA");
+}
+#endif
+
 void gimg_ctx_close(gimg_ctx *ctx)
 {
     if (!ctx)
@@ -356,7 +480,7 @@ void gimg_ctx_close(gimg_ctx *ctx)
     if (ctx->joinable)
         pthread_join(ctx->init_thread, NULL);
     for (int i = 0; i < ctx->n_gpus; i++)
-        for (int l = 0; l < LANES_PER_GPU; l++)
+        for (int l = MAX_LANES_PER_GPU - 1; l >= 0; l--) /* lane 0 holds what the others share */
             gimg_gpu_close(ctx->gpu[i].lane[l]);
     pthread_cond_destroy(&ctx->changed);
 #endif
@@ -377,6 +501,45 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* -v: which codecs served the JPEGs of a job that asked for the GPU's. */
+static void report_codecs(const gimg_ctx *ctx, FILE *f, const char *tool)
+{
+    if (!ctx->want_jpeg)
+        return;
+    const char *why_none = NULL;
+#ifdef GIMG_HAVE_CUDA
+    int hardware = 0, ready = 0, calls = 0, images = 0;
+    for (int i = 0; i < ctx->n_gpus; i++) {
+        const gpu_slot *s = &ctx->gpu[i];
+        int c, n;
+        if (s->lane[0] && gimg_gpu_jpeg_ready(s->lane[0], &hardware, &c, &n)) {
+            ready = 1;
+            calls += c;
+            images += n;
+        } else if (s->jpeg_why[0]) {
+            why_none = s->jpeg_why;
+        }
+    }
+    if (ready) {
+        fprintf(f, "%s: codecs: %s on the GPU (%s): %d JPEG%s decoded, %d encoded\n", tool,
+                gimg_nvjpeg_version(), hardware ? "hardware decoder" : "CUDA decoder",
+                ctx->jpeg_gpu_decoded, ctx->jpeg_gpu_decoded == 1 ? "" : "s",
+                ctx->jpeg_gpu_encoded);
+        fprintf(f, "%s: codecs: the lanes' time: decoding %.1f ms, encoding %.1f ms", tool,
+                ctx->jpeg_decode_ms, ctx->jpeg_encode_ms);
+        if (calls)
+            fprintf(f, "; the hardware decoder's calls: %d, %.1f images each", calls,
+                    (double)images / calls);
+        fputc('\n', f);
+    }
+#endif
+    if (why_none)
+        fprintf(f, "%s: codecs: no GPU codecs: %s\n", tool, why_none);
+    if (ctx->jpeg_cpu)
+        fprintf(f, "%s: codecs: libjpeg-turbo for %d JPEG%s (the last: %s)\n", tool, ctx->jpeg_cpu,
+                ctx->jpeg_cpu == 1 ? "" : "s", ctx->jpeg_cpu_why);
+}
+
 void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
 {
 #ifdef GIMG_HAVE_CUDA
@@ -393,9 +556,13 @@ void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
     if (ctx->ran_cpu || !ctx->ran_gpu)
         fprintf(f, "%s: backend: cpu (%d threads)%s%s%s\n", tool, omp_get_max_threads(),
                 ctx->why_cpu[0] ? " (" : "", ctx->why_cpu, ctx->why_cpu[0] ? ")" : "");
+    report_codecs(ctx, f, tool);
     fprintf(f, "%s: time: decode %.2f ms, compute %.2f ms, encode %.2f ms\n", tool,
             ctx->t_ms[GIMG_T_DECODE], ctx->t_ms[GIMG_T_COMPUTE], ctx->t_ms[GIMG_T_ENCODE]);
+#ifdef GIMG_HAVE_CUDA
     if (ctx->ran_gpu)
-        fprintf(f, "%s: gpu: kernels %.3f ms, transfers %.2f ms\n", tool, ctx->gpu_kernel_ms,
-                ctx->gpu_transfer_ms);
+        fprintf(f, "%s: gpu: kernels %.3f ms, transfers %.2f ms, start-up %.0f ms%s\n", tool,
+                ctx->gpu_kernel_ms, ctx->gpu_transfer_ms, ctx->startup_ms,
+                ctx->want_jpeg ? " (CUDA and nvJPEG)" : " (CUDA)");
+#endif
 }

@@ -2,6 +2,8 @@
 #include "driver.h"
 #include "batch.h"
 #include "codec.h"
+#include "ctx_internal.h"
+#include "jpeg_internal.h"
 #include "io_internal.h"
 
 #include <ctype.h>
@@ -28,6 +30,7 @@ typedef struct {
     } out[GIMG_DRIVER_IMAGES];
     int stream;             /* reading a PNM stream from standard input */
     int stream_over;        /* the stream ended, or broke and cannot resync */
+    int gpu_codecs;         /* JPEG goes to the GPU's codecs (gpu_jpeg.h) */
     char *as_folder[GIMG_DRIVER_IMAGES]; /* "NAME/" for an output spec NAME that is
                                             an existing folder */
     pthread_mutex_t lock;
@@ -45,6 +48,14 @@ typedef struct {
     size_t report_len;
     char *text_aside;   /* the text, when an image took standard output */
     size_t text_aside_len;
+    /* The GPU codecs: the input JPEG, kept for the lane to decode on the
+     * GPU (`in` is then its header: layout and metadata, no pixels), and
+     * the output the GPU encoded (a bitstream without metadata). */
+    unsigned char *file;
+    size_t file_len;
+    int file_mapped;    /* gimg_slurp's (else malloc'd: standard input) */
+    unsigned char *jpeg_out;
+    size_t jpeg_out_len;
     gimg_driver_item info; /* what the callbacks know of it; its images are
                               the outputs (a transform's: image[0]); its
                               output paths are j->out[k].names' for file
@@ -174,7 +185,39 @@ static void describe(const job *j, const char *name, const gimg_info *info, int 
             8 * (int)info->sample, info->sample == GIMG_F32 ? " float" : "", pages);
 }
 
-static gimg_status decode_file(job *j, const char *path, const char *name, gimg_image *im)
+static void release_file(item *it)
+{
+    if (it->file_mapped)
+        gimg_slurp_free(it->file, it->file_len);
+    else
+        free(it->file);
+    it->file = NULL;
+    it->file_len = 0;
+}
+
+/* A JPEG the GPU's decoders take stays a bitstream in `it` (its header
+ * read into *im); 1 if so. Others are counted for -v, with why. */
+static int keep_for_gpu(job *j, item *it, unsigned char *buf, size_t len, int mapped,
+                        gimg_image *im, gimg_status *st)
+{
+    gimg_jpeg_facts facts;
+    if ((*st = gimg_jpeg_read_header(buf, len, im, &facts)))
+        return 0; /* decoding would give the same error: let it */
+    if (facts.gpu_refusal) {
+        char why[96];
+        snprintf(why, sizeof why, "%s", facts.gpu_refusal);
+        gimg_ctx_count_cpu_codec(j->ctx, why);
+        gimg_image_free(im);
+        return 0;
+    }
+    it->file = buf;
+    it->file_len = len;
+    it->file_mapped = mapped;
+    return 1;
+}
+
+static gimg_status decode_file(job *j, const char *path, const char *name, gimg_image *im,
+                               item *it)
 {
     unsigned char *buf = NULL;
     size_t len = 0, file_len;
@@ -205,6 +248,10 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
             gimg_ctx_prepare(j->ctx, bytes);
             pthread_mutex_unlock(&j->lock);
         }
+        if (j->gpu_codecs && info.format == GIMG_FMT_JPEG &&
+            keep_for_gpu(j, it, buf, len, !from_stdin, im, &st))
+            return GIMG_OK;
+        st = GIMG_OK;
     }
     st = gimg_decode_page(buf, len, &o, im);
     if (from_stdin)
@@ -278,7 +325,7 @@ static gimg_status load(void *user, int i, void **state)
         snprintf(it->name, sizeof it->name, "%s", gimg_cli_name(path, 0));
         if (strlen(path) >= sizeof it->name)
             snprintf(it->name, sizeof it->name, "...%s", path + strlen(path) - 80);
-        st = decode_file(j, path, it->name, &it->in);
+        st = decode_file(j, path, it->name, &it->in, it);
         if (!st && it->in.meta && it->in.meta->warning[0] && !j->c->quiet)
             fprintf(stderr, "%s: %s: warning: %s\n", j->d->tool, it->name,
                     it->in.meta->warning);
@@ -292,6 +339,66 @@ static gimg_status load(void *user, int i, void **state)
     return st;
 }
 
+/* The kept JPEG decoded by libjpeg-turbo after all (the GPU could not),
+ * into it->in. */
+static gimg_status decode_kept(item *it)
+{
+    gimg_image_free(&it->in);
+    gimg_status st = gimg_decode_page(it->file, it->file_len, NULL, &it->in);
+    release_file(it);
+    return st;
+}
+
+/* A transform's image, with the GPU codecs where the job has them: its
+ * input decoded on the lane's GPU (a kept JPEG), its output left there
+ * and encoded by the GPU when it goes to a JPEG. Whatever the GPU's codecs
+ * fail at (nvJPEG refusing a file, the GPU's memory), the CPU's do
+ * instead: a job that the CPU codecs can do never fails for the GPU's. */
+static gimg_status transform_item(job *j, item *it)
+{
+    const gimg_driver *d = j->d;
+    gimg_image *out = &it->info.image[0];
+    const gimg_write_opts *w = &it->info.write[0];
+    const char *path = it->info.output[0];
+    /* Samples below their type's full range are rescaled by write.c before
+     * a JPEG encoder sees them (and the operation clamps them on the host
+     * first): those go to the CPU's. */
+    const int full_range = it->in.maxval == 0 || it->in.maxval == 255;
+    const int gpu_encode = j->gpu_codecs && path && !w->jpeg_progressive && full_range &&
+                           gimg_output_format(path, w, &it->in) == GIMG_FMT_JPEG;
+    gimg_status st = GIMG_OK;
+    int gpu_codecs_used = 0;
+    if (it->file && gimg_ctx_gpu_decode_jpeg(j->ctx, it->file, it->file_len, &it->in)) {
+        gimg_ctx_count_cpu_codec(j->ctx, gimg_last_error());
+        st = decode_kept(it);
+    }
+    if (!st) {
+        gpu_codecs_used = it->in.device != NULL;
+        gimg_ctx_gpu_keep_outputs(j->ctx, gpu_encode);
+        st = d->transform(d->user, j->ctx, &it->in, out);
+        if (!st && out->device) {
+            gpu_codecs_used = 1;
+            st = gimg_ctx_gpu_encode_jpeg(j->ctx, out, w, &it->jpeg_out, &it->jpeg_out_len);
+        }
+        gimg_ctx_gpu_item_done(j->ctx);
+        out->device = NULL;
+        it->in.device = NULL;
+    }
+    if (st && st != GIMG_E_USAGE && gpu_codecs_used) {
+        /* Once more, on the CPU's codecs. */
+        gimg_ctx_count_cpu_codec(j->ctx, gimg_last_error());
+        gimg_image_free(out);
+        free(it->jpeg_out);
+        it->jpeg_out = NULL;
+        st = it->file ? decode_kept(it) : GIMG_OK;
+        if (!st)
+            st = d->transform(d->user, j->ctx, &it->in, out);
+    }
+    if (it->file)
+        release_file(it);
+    return st;
+}
+
 static gimg_status compute(void *user, int lane, int i, void *state)
 {
     job *j = user;
@@ -300,7 +407,7 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     gimg_status st;
     gimg_ctx_bind_lane(lane);
     if (j->d->transform) {
-        st = j->d->transform(j->d->user, j->ctx, &it->in, &it->info.image[0]);
+        st = transform_item(j, it);
         /* An operation that only changes pixels leaves the metadata to us:
          * it moves on to the output. */
         if (!st && !it->info.image[0].meta) {
@@ -369,10 +476,13 @@ static gimg_status store(void *user, int i, void *state)
     for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
         gimg_image *im = &it->info.image[k];
         const char *path = it->info.output[k];
-        if (!im->data || !path)
+        const int gpu_encoded = k == 0 && it->jpeg_out;
+        if ((!im->data && !gpu_encoded) || !path)
             continue;
         if (strcmp(path, "-") != 0)
-            st = gimg_write(path, im, &it->info.write[k]);
+            st = gpu_encoded ? gimg_write_jpeg_bits(path, it->jpeg_out, it->jpeg_out_len,
+                                                    im->meta, &it->info.write[k])
+                             : gimg_write(path, im, &it->info.write[k]);
         else if (j->d->transform)
             continue; /* a transform's standard output is written in order, by finish */
         else
@@ -380,6 +490,10 @@ static gimg_status store(void *user, int i, void *state)
         if (st)
             it->failed_on = path;
         gimg_image_free(im);
+        if (gpu_encoded) {
+            free(it->jpeg_out);
+            it->jpeg_out = NULL;
+        }
     }
     add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
     return st;
@@ -391,7 +505,8 @@ static size_t item_bytes(void *user, void *state)
 {
     const job *j = user;
     const item *it = state;
-    const size_t in = it->in.stride_bytes * (size_t)it->in.height;
+    /* A JPEG kept for the GPU holds its file until a lane decodes it. */
+    const size_t in = it->in.data ? it->in.stride_bytes * (size_t)it->in.height : it->file_len;
     int makes_images = 0;
     for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
         makes_images |= j->out[k].o.spec != NULL;
@@ -429,9 +544,11 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
             /* Why writing failed is known only now (errno): said once, at the end. */
             if (ferror(stdout) && !j->stdout_errno)
                 j->stdout_errno = errno ? errno : EIO;
-        } else if (it->info.image[0].data) {
+        } else if (it->info.image[0].data || it->jpeg_out) {
             double t0 = gimg_now_ms();
-            st = gimg_write("-", &it->info.image[0], &it->info.write[0]);
+            st = it->jpeg_out ? gimg_write_jpeg_bits("-", it->jpeg_out, it->jpeg_out_len,
+                                                     it->info.image[0].meta, &it->info.write[0])
+                              : gimg_write("-", &it->info.image[0], &it->info.write[0]);
             add_ms(j, GIMG_T_ENCODE, gimg_now_ms() - t0);
             if (st) {
                 it->failed_on = "-";
@@ -454,6 +571,9 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
     }
     if (it) {
         gimg_image_free(&it->in);
+        if (it->file)
+            release_file(it);
+        free(it->jpeg_out);
         free(it->report);
         free(it->text_aside);
         free(it->info.note);
@@ -627,6 +747,10 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
             st = make_folders(&j, k);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
+    /* Transforms only, so far: their operations reach an input on the GPU
+     * through gimg_gpu_upload alone. */
+    if (!st && d->transform)
+        j.gpu_codecs = gimg_ctx_want_gpu_codecs(j.ctx);
     if (!st && d->prepare)
         st = d->prepare(d->user, j.ctx, j.inputs, j.n_inputs, j.stream);
     if (st) {

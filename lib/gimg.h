@@ -67,6 +67,11 @@ typedef struct {
     /* NULL: none. Owned by the image (gimg_image_free frees it); an
      * operation that only moves or changes pixels passes it on. */
     gimg_meta *meta;
+    /* Internal to libgimg, NULL in every image a caller makes: where the
+     * pixels are while data is NULL, on a GPU, where the GPU codecs
+     * decoded them or an operation left them for the GPU's encoder
+     * (lib/gpu_jpeg.h). */
+    const struct gimg_dimage *device;
 } gimg_image;
 
 /* Size limits, checked from a file's header before any large allocation. */
@@ -324,6 +329,10 @@ typedef struct {
     int all_gpus;           /* gpu:all: every GPU the machine has */
     int n_gpus;             /* otherwise the GPUs to use, in gpus[] (auto and gpu: GPU 0) */
     int gpus[GIMG_MAX_GPUS];
+    /* --codecs cpu: JPEG is decoded and encoded by libjpeg-turbo on every
+     * device; 0 (auto): on a GPU device by the GPU's codecs where they
+     * work (lib/gpu_jpeg.h). */
+    int cpu_codecs;
 } gimg_device;
 
 /* "auto", "cpu", "gpu" (GPU 0), "gpu:N", "gpu:N,M,..." (a batch spread over

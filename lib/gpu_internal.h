@@ -39,7 +39,7 @@ static inline gimg_status gimg_cuda_status(cudaError_t e)
 
 /* An image on the device: rows at a pitch that is a multiple of 16 bytes,
  * each row's allocation reaching its pitch (what the kernels assume). */
-typedef struct {
+typedef struct gimg_dimage {
     void *d_data;
     size_t pitch_bytes;
     int width, height, channels;
@@ -54,6 +54,11 @@ typedef struct {
 #define GIMG_STAGE_CHUNK_BYTES (2u << 20)
 #define GIMG_STAGE_CHUNKS 8
 
+/* A lane's device buffers: 0 and 1 for the operations' inputs and
+ * outputs, and one where the GPU codecs decode an input (gpu_jpeg.h). */
+#define GIMG_GPU_SLOTS 3
+#define GIMG_GPU_SLOT_DECODED 2
+
 /* One lane of a GPU: a stream and what it reuses from image to image. A
  * context holds two per GPU (device.c); gimg_gpu_open makes one. */
 typedef struct gimg_gpu {
@@ -63,16 +68,23 @@ typedef struct gimg_gpu {
     cudaStream_t stream;
     cudaEvent_t ev_start, ev_stop;
     /* Device buffers kept across images and grown on demand. */
-    void *d_buf[2];
-    size_t d_cap[2];
+    void *d_buf[GIMG_GPU_SLOTS];
+    size_t d_cap[GIMG_GPU_SLOTS];
     /* Pinned staging per slot (NULL: pinned memory could not be had, and
      * transfers go from pageable memory) and its ring's chunk events. */
-    unsigned char *h_stage[2];
-    size_t h_stage_cap[2];
-    cudaEvent_t ev_chunk[2][GIMG_STAGE_CHUNKS];
+    unsigned char *h_stage[GIMG_GPU_SLOTS];
+    size_t h_stage_cap[GIMG_GPU_SLOTS];
+    cudaEvent_t ev_chunk[GIMG_GPU_SLOTS][GIMG_STAGE_CHUNKS];
     /* The histogram kernel's sync words for this stream: see
      * gimg_gpu_hist_sync. */
     unsigned *d_hist_sync;
+    /* The GPU codecs' state (gpu_jpeg.h), NULL without them. */
+    struct gimg_gpu_jpeg *jpeg;
+    /* gimg_gpu_keep_outputs: downloads of 8-bit gray or RGB images leave
+     * them here instead, for the GPU's JPEG encoder. */
+    int keep_outputs;
+    gimg_dimage kept;
+    gimg_dimage decoded;    /* the GPU codecs' last input (GIMG_GPU_SLOT_DECODED) */
 } gimg_gpu;
 
 /* Every device allocation of libgimg goes through these two, so that
@@ -98,11 +110,18 @@ gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync);
 /* A device image of the given layout in reusable buffer slot 0 or 1. */
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
                            gimg_sample sample, gimg_dimage *d);
-/* Queues the copy of h into d on g's stream; h may change once it returns. */
+/* Queues the copy of h into d on g's stream; h may change once it returns.
+ * An image already on g (h->device: the GPU codecs decoded it) is not
+ * copied: *d becomes where it is. */
 gimg_status gimg_gpu_upload(gimg_gpu *g, const gimg_image *h, gimg_dimage *d);
 /* Copies d into h after the work queued on g's stream; returns when h holds
- * it (and the stream is idle). */
+ * it (and the stream is idle). While g keeps outputs, an 8-bit gray or RGB
+ * d stays where it is instead: h's pixels are freed, h->data is NULL and
+ * h->device says where d is (g->kept), until g's next image. */
 gimg_status gimg_gpu_download(gimg_gpu *g, const gimg_dimage *d, gimg_image *h);
+/* Whether downloads keep images on the GPU, for the GPU's JPEG encoder
+ * (set by the batch around an operation whose output it encodes there). */
+void gimg_gpu_keep_outputs(gimg_gpu *g, int keep);
 
 /* A GPU's __constant__ memory (the convolution's taps) is one for all the
  * lanes on it: a lane holds its GPU's lock from setting the constants until

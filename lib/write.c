@@ -25,6 +25,7 @@
  */
 #include "codec.h"
 #include "io_internal.h"
+#include "jpeg_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -688,6 +689,24 @@ gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t l
 {
     parts p = {buf, NULL, len, 0};
     return write_file_parts(path, &p);
+}
+
+gimg_status gimg_write_jpeg_bits(const char *path, const unsigned char *bits, size_t len,
+                                 gimg_meta *meta, const gimg_write_opts *o)
+{
+    gimg_meta *m = NULL;
+    int owned = 0;
+    unsigned char *file = NULL;
+    size_t file_len = 0;
+    gimg_status st = meta_for(meta, &gimg_codec_jpeg, o, &m, &owned);
+    if (!st)
+        st = gimg_jpeg_with_headers(bits, len, m, &file, &file_len);
+    if (owned)
+        gimg_meta_free(m);
+    if (!st)
+        st = gimg_write_file(path, file, file_len);
+    free(file);
+    return st;
 }
 
 gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_opts *o)

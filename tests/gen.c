@@ -2,13 +2,17 @@
  * gen — makes the test and sample images of the project.
  *
  *   gen [--seed N] [--pattern random|gradient|constant:V] [-f FMT]
- *       WIDTH HEIGHT CHANNELS DEPTH OUTPUT
+ *       [--jpeg-coding cmyk|411] WIDTH HEIGHT CHANNELS DEPTH OUTPUT
  *
  * DEPTH is 8, 16 or 32 (float). OUTPUT "-" writes to stdout (PNM/PAM unless
- * -f says otherwise). Exit 0 on success, 1 on a runtime error, 2 on usage.
+ * -f says otherwise). --jpeg-coding writes a JPEG our encoder does not
+ * (libjpeg's own, quality 90) of an 8-bit RGB image: CMYK (the RGB
+ * samples and their mean as the four inks, Adobe marker) or YCbCr 4:1:1.
+ * Exit 0 on success, 1 on a runtime error, 2 on usage.
  */
 #include "gimg.h"
 #include "testimg.h"
+#include "testjpeg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +20,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: gen [--seed N] [--pattern random|gradient|constant:V] [-f FMT] "
-                    "WIDTH HEIGHT CHANNELS DEPTH OUTPUT\n");
+                    "[--jpeg-coding cmyk|411] WIDTH HEIGHT CHANNELS DEPTH OUTPUT\n");
     return 2;
 }
 
@@ -41,6 +45,46 @@ static void fill_gradient(gimg_image *im)
             }
 }
 
+static void coding_setup(j_compress_ptr c, void *user)
+{
+    const char *coding = user;
+    jpeg_set_quality(c, 90, TRUE);
+    if (!strcmp(coding, "cmyk")) {
+        jpeg_set_colorspace(c, JCS_CMYK);
+        c->write_Adobe_marker = TRUE;
+    } else { /* 411 */
+        c->comp_info[0].h_samp_factor = 4;
+        c->comp_info[0].v_samp_factor = 1;
+    }
+}
+
+/* --jpeg-coding: im (8-bit RGB) as a JPEG file of that coding. */
+static int write_jpeg_coding(const gimg_image *im, const char *coding, const char *out)
+{
+    const int cmyk = !strcmp(coding, "cmyk");
+    const size_t n = (size_t)im->width * im->height;
+    unsigned char *px = malloc(n * (cmyk ? 4 : 3));
+    if (!px)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = gimg_row(im, (int)(i / im->width)) + i % im->width * 3;
+        if (cmyk) {
+            for (int k = 0; k < 3; k++)
+                px[4 * i + k] = p[k];
+            px[4 * i + 3] = (unsigned char)((p[0] + p[1] + p[2]) / 3);
+        } else {
+            memcpy(px + 3 * i, p, 3);
+        }
+    }
+    bytes f = testjpeg_encode(px, (size_t)im->width * (cmyk ? 4 : 3), im->width, im->height,
+                              cmyk ? 4 : 3, cmyk ? JCS_CMYK : JCS_RGB, coding_setup,
+                              (void *)coding);
+    free(px);
+    int rc = !f.p || gimg_write_file(out, f.p, f.len) != GIMG_OK;
+    free(f.p);
+    return rc;
+}
+
 static void fill_constant(gimg_image *im, double v)
 {
     for (int y = 0; y < im->height; y++)
@@ -58,7 +102,7 @@ static void fill_constant(gimg_image *im, double v)
 int main(int argc, char **argv)
 {
     uint64_t seed = 1;
-    const char *pattern = "random";
+    const char *pattern = "random", *coding = NULL;
     gimg_write_opts wo;
     gimg_write_opts_init(&wo);
     int i = 1;
@@ -67,6 +111,9 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--pattern") && i + 1 < argc)
             pattern = argv[++i];
+        else if (!strcmp(argv[i], "--jpeg-coding") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "cmyk") || !strcmp(argv[i + 1], "411")))
+            coding = argv[++i];
         else if (!strcmp(argv[i], "-f") && i + 1 < argc) {
             wo.format = gimg_format_from_name(argv[++i]);
             if (wo.format == GIMG_FMT_UNKNOWN)
@@ -95,7 +142,10 @@ int main(int argc, char **argv)
         fill_constant(&im, atof(pattern + 9));
     else
         return usage();
-    st = gimg_write(out, &im, &wo);
+    if (coding && (c != 3 || s != GIMG_U8))
+        return usage();
+    st = coding ? (write_jpeg_coding(&im, coding, out) ? GIMG_E_IO : GIMG_OK)
+                : gimg_write(out, &im, &wo);
     gimg_image_free(&im);
     if (st) {
         fprintf(stderr, "gen: %s: %s\n", out, gimg_last_error());

@@ -27,6 +27,7 @@
 #include "gimg.h"
 #include "testimg.h"
 #include "testmeta.h"
+#include "testjpeg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -90,41 +91,17 @@ static int timing_checked(void)
     return !(slow && *slow && strcmp(slow, "0") != 0);
 }
 
-/* A photo-like image: smooth shading, hard edges and a little grain, so
- * that every part of the codec (DC, AC, chroma) has work to do. (The
- * shading is separable: its factors are computed once per column and
- * row, which keeps megapixel images quick to make under valgrind.) */
+/* A photo-like image (testimg_fill_photo): smooth shading, hard edges and
+ * a little grain, so that every part of the codec (DC, AC, chroma) has
+ * work to do. */
 static int photo_image(gimg_image *im, int w, int h, int c, uint64_t seed)
 {
     if (gimg_image_alloc(im, w, h, c, GIMG_U8) != GIMG_OK)
         return 0;
-    double *across = malloc(sizeof(double) * (size_t)w * (size_t)c);
-    double *down = malloc(sizeof(double) * (size_t)c);
-    if (!across || !down) {
-        free(across);
-        free(down);
+    if (!testimg_fill_photo(im, seed)) {
         gimg_image_free(im);
         return 0;
     }
-    for (int x = 0; x < w; x++)
-        for (int k = 0; k < c; k++)
-            across[(size_t)x * c + k] = sin(0.045 * x + 1.3 * k);
-    uint64_t state = seed;
-    for (int y = 0; y < h; y++) {
-        unsigned char *row = gimg_row(im, y);
-        for (int k = 0; k < c; k++)
-            down[k] = cos(0.031 * y - 0.5 * k);
-        for (int x = 0; x < w; x++)
-            for (int k = 0; k < c; k++) {
-                double v = 128 + 70 * across[(size_t)x * c + k] * down[k];
-                if ((x / 13 + y / 11 + k) % 5 == 0)
-                    v += 60;  /* edges */
-                v += (double)(testimg_next(&state) % 17) - 8.0;
-                row[(size_t)x * c + k] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-    }
-    free(across);
-    free(down);
     return 1;
 }
 
@@ -341,54 +318,28 @@ static bytes baseline_file(unsigned sof, int precision, int w, int h, int n, int
 
 /* ------------------------------------------- libjpeg, used directly */
 
-typedef struct {
-    struct jpeg_error_mgr pub;
-    jmp_buf jump;
-} test_error;
-
-static void test_error_exit(j_common_ptr c)
-{
-    longjmp(((test_error *)c->err)->jump, 1);
-}
-
 static void test_silent(j_common_ptr c, int level) {}
+
+/* The colour space and Adobe marker of encode_cmyk's files. */
+typedef struct {
+    J_COLOR_SPACE space;
+    int adobe;
+} cmyk_coding;
+
+static void cmyk_setup(j_compress_ptr c, void *user)
+{
+    const cmyk_coding *k = user;
+    jpeg_set_colorspace(c, k->space);
+    c->write_Adobe_marker = k->adobe ? TRUE : FALSE;
+    jpeg_set_quality(c, 92, TRUE);
+}
 
 /* Encodes CMYK samples (4 a pixel) as a JPEG of the given colour space
  * (JCS_CMYK or JCS_YCCK), with or without the Adobe marker. */
 static bytes encode_cmyk(const unsigned char *px, int w, int h, J_COLOR_SPACE space, int adobe)
 {
-    bytes out = {0};
-    struct jpeg_compress_struct c;
-    test_error e;
-    unsigned char *mem = NULL;
-    unsigned long size = 0;
-    c.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = test_error_exit;
-    if (setjmp(e.jump)) {
-        jpeg_destroy_compress(&c);
-        free(mem);
-        return out;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &size);
-    c.image_width = (JDIMENSION)w;
-    c.image_height = (JDIMENSION)h;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, space);
-    c.write_Adobe_marker = adobe ? TRUE : FALSE;
-    jpeg_set_quality(&c, 92, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * (size_t)w * 4);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    put(&out, mem, size);
-    free(mem);
-    return out;
+    cmyk_coding k = {space, adobe};
+    return testjpeg_encode(px, (size_t)w * 4, w, h, 4, JCS_CMYK, cmyk_setup, &k);
 }
 
 /* libjpeg's own CMYK samples of a CMYK or YCCK file (4 a pixel). */
@@ -430,48 +381,26 @@ typedef struct {
     int nscans;
 } libjpeg_opts;
 
+static void opts_setup(j_compress_ptr c, void *user)
+{
+    const libjpeg_opts *o = user;
+    jpeg_set_quality(c, o->quality, TRUE);
+    if (c->input_components == 3) {
+        c->comp_info[0].h_samp_factor = o->h;
+        c->comp_info[0].v_samp_factor = o->v;
+    }
+    c->optimize_coding = o->optimize ? TRUE : FALSE;
+    c->restart_in_rows = o->restart_rows;
+    if (o->script) {
+        c->scan_info = o->script;
+        c->num_scans = o->nscans;
+    }
+}
+
 static bytes libjpeg_encode(const gimg_image *im, const libjpeg_opts *o)
 {
-    bytes out = {0};
-    struct jpeg_compress_struct c;
-    test_error e;
-    unsigned char *mem = NULL;
-    unsigned long size = 0;
-    c.err = jpeg_std_error(&e.pub);
-    e.pub.error_exit = test_error_exit;
-    if (setjmp(e.jump)) {
-        jpeg_destroy_compress(&c);
-        free(mem);
-        return out;
-    }
-    jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &mem, &size);
-    c.image_width = (JDIMENSION)im->width;
-    c.image_height = (JDIMENSION)im->height;
-    c.input_components = im->channels;
-    c.in_color_space = im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, o->quality, TRUE);
-    if (im->channels == 3) {
-        c.comp_info[0].h_samp_factor = o->h;
-        c.comp_info[0].v_samp_factor = o->v;
-    }
-    c.optimize_coding = o->optimize ? TRUE : FALSE;
-    c.restart_in_rows = o->restart_rows;
-    if (o->script) {
-        c.scan_info = o->script;
-        c.num_scans = o->nscans;
-    }
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = gimg_row(im, (int)c.next_scanline);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    put(&out, mem, size);
-    free(mem);
-    return out;
+    return testjpeg_encode(im->data, im->stride_bytes, im->width, im->height, im->channels,
+                           im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB, opts_setup, (void *)o);
 }
 
 /* 4:4:4, optimisation on or off, an optional scan script. */
