@@ -114,6 +114,10 @@ if [ $have_gpu -eq 1 ]; then
         all_ms=$(run gpuall --device gpu:all -k gaussian:2) || exit 1
         rate "--device gpu:all (GPU codecs)" "$all_ms" "$N" "$mp"
         within_bound "$tmp/cpu" "$tmp/gpuall" || exit 1
+        if ! diff -r -q "$tmp/gpu" "$tmp/gpuall" >/dev/null; then
+            echo "bench-batch: the gpu:all batch's outputs differ from one GPU's"
+            exit 1
+        fi
         awk -v a="$all_ms" -v g="$gpu_ms" 'BEGIN { printf "  gpu:all: %.2fx one GPU (target 1.8x)\n", g / a }'
         sed 's/^/    /' "$tmp/gpuall.err" | grep -E 'gconv: (backend|codecs)' | head -8
     fi
