@@ -8,12 +8,28 @@
 #include "gimg.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A context that computes on the CPU, the tests' reference; NULL, with
+ * the reason printed as a FAIL line, if it cannot be opened. The caller
+ * closes it with gimg_ctx_close. */
+static inline gimg_ctx *testimg_cpu_ctx(void)
+{
+    gimg_device dev;
+    gimg_ctx *ctx = NULL;
+    gimg_parse_device("cpu", &dev);
+    if (gimg_ctx_open(&dev, 0, &ctx) != GIMG_OK) {
+        printf("FAIL: setup: a CPU context: %s\n", gimg_last_error());
+        return NULL;
+    }
+    return ctx;
+}
 
 static inline uint64_t testimg_next(uint64_t *state)
 {

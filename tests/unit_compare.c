@@ -394,12 +394,8 @@ static void test_thresholds(void)
 
 int main(void)
 {
-    gimg_device dev;
-    gimg_parse_device("cpu", &dev);
-    if (gimg_ctx_open(&dev, 0, &g_cpu)) {
-        printf("FAIL: setup: %s\n", gimg_last_error());
+    if (!(g_cpu = testimg_cpu_ctx()))
         return 1;
-    }
     RUN(test_sizes_and_types);
     RUN(test_8_against_16);
     RUN(test_alpha);

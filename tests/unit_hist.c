@@ -438,13 +438,10 @@ static void test_maxval_defaults(void)
  * keeps the maxval; --luma alike never passes it. */
 static void test_maxval_equalize(void)
 {
-    gimg_device dev;
-    gimg_ctx *ctx;
-    gimg_parse_device("cpu", &dev);
-    if (gimg_ctx_open(&dev, 0, &ctx)) {
-        CHECK(0, "%s", gimg_last_error());
+    gimg_ctx *ctx = testimg_cpu_ctx();
+    CHECK(ctx != NULL, "no CPU context");
+    if (!ctx)
         return;
-    }
     static const struct {
         gimg_sample s;
         unsigned maxval;

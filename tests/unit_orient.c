@@ -412,12 +412,8 @@ static void test_auto_padded_rows(void)
 
 int main(void)
 {
-    gimg_device dev;
-    gimg_parse_device("cpu", &dev);
-    if (gimg_ctx_open(&dev, 0, &g_cpu) != GIMG_OK) {
-        printf("FAIL: ctx: %s\n", gimg_last_error());
+    if (!(g_cpu = testimg_cpu_ctx()))
         return 1;
-    }
     RUN(test_parse);
     RUN(test_from_exif);
     RUN(test_auto_all_orientations);

@@ -637,12 +637,8 @@ static void test_maxval(void)
 
 int main(void)
 {
-    gimg_device dev;
-    gimg_parse_device("cpu", &dev);
-    if (gimg_ctx_open(&dev, 0, &g_cpu)) {
-        printf("FAIL: setup: %s\n", gimg_last_error());
+    if (!(g_cpu = testimg_cpu_ctx()))
         return 1;
-    }
     RUN(test_random_layouts);
     RUN(test_few_values);
     RUN(test_float_special);
