@@ -23,6 +23,7 @@
  * CPU's byte for byte.
  */
 #include "absdiff.h"
+#include "launch.cuh"
 
 #include <stdint.h>
 
@@ -113,12 +114,7 @@ extern "C" cudaError_t gimg_cuda_absdiff(const void *d_a, size_t pitch_a, const 
     if (sample_bytes == s && channels == c)                                                   \
         return launch<T, c>(d_a, pitch_a, d_b, pitch_b, width, height, d_out, pitch_out,      \
                             d_pixels_differing, stream);
-    GIMG_ABSDIFF_CASE(1, uint8_t, 1) GIMG_ABSDIFF_CASE(1, uint8_t, 2)
-    GIMG_ABSDIFF_CASE(1, uint8_t, 3) GIMG_ABSDIFF_CASE(1, uint8_t, 4)
-    GIMG_ABSDIFF_CASE(2, uint16_t, 1) GIMG_ABSDIFF_CASE(2, uint16_t, 2)
-    GIMG_ABSDIFF_CASE(2, uint16_t, 3) GIMG_ABSDIFF_CASE(2, uint16_t, 4)
-    GIMG_ABSDIFF_CASE(4, float, 1) GIMG_ABSDIFF_CASE(4, float, 2)
-    GIMG_ABSDIFF_CASE(4, float, 3) GIMG_ABSDIFF_CASE(4, float, 4)
+    GIMG_EACH_LAYOUT(GIMG_ABSDIFF_CASE)
 #undef GIMG_ABSDIFF_CASE
     return cudaErrorInvalidValue;
 }

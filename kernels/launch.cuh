@@ -13,6 +13,14 @@
 #include <cuda_runtime.h>
 #include <mutex>
 
+/* Expands CASE(bytes, T, channels) for every layout the image kernels
+ * take, 8/16-bit unsigned and float samples (T) by 1-4 channels: the
+ * launchers' dispatch from run-time layout to template instance. */
+#define GIMG_EACH_LAYOUT(CASE)                                                                \
+    CASE(1, uint8_t, 1) CASE(1, uint8_t, 2) CASE(1, uint8_t, 3) CASE(1, uint8_t, 4)           \
+    CASE(2, uint16_t, 1) CASE(2, uint16_t, 2) CASE(2, uint16_t, 3) CASE(2, uint16_t, 4)       \
+    CASE(4, float, 1) CASE(4, float, 2) CASE(4, float, 3) CASE(4, float, 4)
+
 namespace gimg_launch {
 
 struct device_facts {

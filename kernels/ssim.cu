@@ -33,8 +33,9 @@
  * Only vx + vy enters S, so four moments suffice (lib/ssim_internal.h).
  * Each thread keeps one channel's sum (its column's) in double across its
  * units; the block sums per channel with a fixed shuffle tree, and the
- * last block to finish (integer ticket) adds the blocks' sums in block
- * order: no float atomics, so a device repeats its results bit for bit.
+ * last block to finish (integer ticket: grid_reduce.cuh) adds the blocks'
+ * sums in block order: no float atomics, so a device repeats its results
+ * bit for bit.
  *
  * Bytes: each image read once from DRAM (the strips' 10 C halo samples and
  * the bands' 10 halo rows come from L2): 2 x 201 MB for an 8192x8192 RGB
@@ -99,6 +100,7 @@
  * (Turing: 64 KiB) take tiles half as wide: the same code.
  */
 #include "ssim.h"
+#include "grid_reduce.cuh"
 #include "launch.cuh"
 
 #include <math.h>
@@ -115,7 +117,6 @@ constexpr int kWin = kRun + GIMG_SSIM_TAPS - 1; /* samples under their windows *
 constexpr int kBandChunks = 8;
 constexpr int kBandRows = kBandChunks * kTH;
 constexpr int kMaxBlocks = 4096;
-constexpr size_t kPartOffset = 256;   /* the counter, then the partial sums */
 
 /* A tile's shape: TW centre samples wide (a multiple of kRun * C, so a
  * run is whole and a column's channel fixed), its staged row LS samples,
@@ -432,35 +433,17 @@ ssim_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
         v[c] = col % C == c ? sum : 0.0;
     block_sum<C, S::THREADS>(v, s_red);
 
-    const unsigned G = gridDim.x;
-    unsigned *counter = reinterpret_cast<unsigned *>(d_scratch);
-    double *partial = reinterpret_cast<double *>(d_scratch + kPartOffset);
-    if (threadIdx.x == 0) {
-#pragma unroll
-        for (int c = 0; c < C; c++)
-            partial[(size_t)c * G + blockIdx.x] = v[c];
-        __threadfence();
-        s_last = atomicAdd(counter, 1u) == G - 1;
-    }
-    __syncthreads();
-    if (!s_last)
-        return;
     /* The last block: every block's sums, in block order per thread. */
-    __threadfence();
-#pragma unroll
-    for (int c = 0; c < C; c++)
-        v[c] = 0.0;
-    for (unsigned b = threadIdx.x; b < G; b += S::THREADS)
-#pragma unroll
-        for (int c = 0; c < C; c++)
-            v[c] = __dadd_rn(v[c], __ldcg(partial + (size_t)c * G + b));
-    __syncthreads(); /* s_red is reused */
+    if (!gimg_grid::last_block_gather(
+            v, d_scratch, &s_last, [](int) { return 0.0; },
+            [](int, double a, double b) { return __dadd_rn(a, b); }))
+        return;
     block_sum<C, S::THREADS>(v, s_red);
     if (threadIdx.x == 0) {
         for (int c = 0; c < 4; c++)
             d_out->sum[c] = c < C ? v[c] : 0.0;
         d_out->count = (uint64_t)(W - 2 * GIMG_SSIM_RADIUS) * (uint64_t)h_out;
-        *counter = 0;
+        gimg_grid::grid_reduce_done(d_scratch);
     }
 }
 
@@ -517,7 +500,7 @@ extern "C" size_t gimg_cuda_ssim_scratch_bytes(int width, int height, int channe
     (void)width;
     (void)height;
     (void)channels;
-    return kPartOffset + (size_t)kMaxBlocks * 4 * sizeof(double);
+    return gimg_grid::kGridPartOffset + (size_t)kMaxBlocks * 4 * sizeof(double);
 }
 
 extern "C" cudaError_t gimg_cuda_ssim(const void *d_a, size_t pitch_a, const void *d_b,
@@ -550,12 +533,7 @@ extern "C" cudaError_t gimg_cuda_ssim(const void *d_a, size_t pitch_a, const voi
     if (sample_bytes == bytes && channels == c)                                               \
         return launch<T, c>(d_a, pitch_a, d_b, pitch_b, width, height, p, d_scratch, d_out,    \
                             stream);
-    GIMG_SSIM_CASE(1, uint8_t, 1) GIMG_SSIM_CASE(1, uint8_t, 2)
-    GIMG_SSIM_CASE(1, uint8_t, 3) GIMG_SSIM_CASE(1, uint8_t, 4)
-    GIMG_SSIM_CASE(2, uint16_t, 1) GIMG_SSIM_CASE(2, uint16_t, 2)
-    GIMG_SSIM_CASE(2, uint16_t, 3) GIMG_SSIM_CASE(2, uint16_t, 4)
-    GIMG_SSIM_CASE(4, float, 1) GIMG_SSIM_CASE(4, float, 2)
-    GIMG_SSIM_CASE(4, float, 3) GIMG_SSIM_CASE(4, float, 4)
+    GIMG_EACH_LAYOUT(GIMG_SSIM_CASE)
 #undef GIMG_SSIM_CASE
     return cudaErrorInvalidValue;
 }

@@ -41,7 +41,8 @@
  * blocks that fit in one SM), every warp takes the same units every run, warps and blocks are combined
  * by the same shuffle tree, and the last block to finish combines the
  * blocks' partial results in block order. No float atomics; the only
- * atomic is the integer ticket that finds the last block. The order
+ * atomic is the integer ticket that finds the last block (grid_reduce.cuh,
+ * shared with ssim.cu). The order
  * differs from the CPU's (and may differ between GPU models, whose waves
  * differ), so float sums agree with the CPU's to about 1e-13 relative (the
  * tests allow 1e-12), and repeat bit for bit on one GPU.
@@ -78,6 +79,7 @@
  *    backend.
  */
 #include "stats.h"
+#include "grid_reduce.cuh"
 #include "launch.cuh"
 
 #include <math.h>
@@ -89,7 +91,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxBlocks = 4096;
 constexpr int kMaxFields = 28;       /* 4 channels x 7 fields (float moments) */
-constexpr size_t kPartOffset = 256;  /* the counter, then the partials */
 
 /* The float moments' shift per channel (the kernel's argument). */
 struct Shift {
@@ -547,37 +548,18 @@ reduce_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
     acc.fields(p0, v);
     block_reduce<Op, F>(v, s_red);
 
-    const unsigned G = gridDim.x;
-    unsigned *counter = reinterpret_cast<unsigned *>(d_scratch);
-    uint64_t *part = reinterpret_cast<uint64_t *>(d_scratch + kPartOffset);
-    if (threadIdx.x == 0) {
-#pragma unroll
-        for (int f = 0; f < F; f++)
-            part[(size_t)f * G + blockIdx.x] = v[f];
-        __threadfence();
-        s_last = atomicAdd(counter, 1u) == G - 1;
-    }
-    __syncthreads();
-    if (!s_last)
-        return;
-
     /* The last block: every block's partials, in block order per thread. */
-    __threadfence();
-#pragma unroll
-    for (int f = 0; f < F; f++)
-        v[f] = identity(Op::kind(f % Op::NF));
-    for (unsigned b = threadIdx.x; b < G; b += kThreads)
-#pragma unroll
-        for (int f = 0; f < F; f++)
-            v[f] = combine(Op::kind(f % Op::NF), v[f], __ldcg(part + (size_t)f * G + b));
-    __syncthreads(); /* s_red is reused */
+    if (!gimg_grid::last_block_gather(
+            v, d_scratch, &s_last, [](int f) { return identity(Op::kind(f % Op::NF)); },
+            [](int f, uint64_t a, uint64_t b) { return combine(Op::kind(f % Op::NF), a, b); }))
+        return;
     block_reduce<Op, F>(v, s_red);
     if (threadIdx.x == 0) {
         uint64_t all[4 * kMaxFields];
         for (int f = 0; f < 4 * Op::NF; f++)
             all[f] = f < F ? v[f] : 0;
         Op::write(all, W, H, shift, d_out);
-        *counter = 0;
+        gimg_grid::grid_reduce_done(d_scratch);
     }
 }
 
@@ -626,13 +608,11 @@ cudaError_t dispatch(const void *d_a, size_t pitch_a, const void *d_b, size_t pi
     if (W < 1 || H < 1 || pitch_a % 16 || pitch_b % 16 || !d_scratch ||
         ((uintptr_t)d_a | (uintptr_t)d_b) % 16)
         return cudaErrorInvalidValue;
-#define GIMG_STATS_CASE(s, c)                                                                 \
+#define GIMG_STATS_CASE(s, T, c)                                                              \
     if (S == s && C == c)                                                                     \
         return launch<OpT, s, c>(d_a, pitch_a, d_b, pitch_b, W, H, shift, d_scratch, d_out,   \
                                  blocks, stream);
-    GIMG_STATS_CASE(1, 1) GIMG_STATS_CASE(1, 2) GIMG_STATS_CASE(1, 3) GIMG_STATS_CASE(1, 4)
-    GIMG_STATS_CASE(2, 1) GIMG_STATS_CASE(2, 2) GIMG_STATS_CASE(2, 3) GIMG_STATS_CASE(2, 4)
-    GIMG_STATS_CASE(4, 1) GIMG_STATS_CASE(4, 2) GIMG_STATS_CASE(4, 3) GIMG_STATS_CASE(4, 4)
+    GIMG_EACH_LAYOUT(GIMG_STATS_CASE)
 #undef GIMG_STATS_CASE
     return cudaErrorInvalidValue;
 }
@@ -641,7 +621,7 @@ cudaError_t dispatch(const void *d_a, size_t pitch_a, const void *d_b, size_t pi
 
 extern "C" size_t gimg_cuda_stats_scratch_bytes(void)
 {
-    return kPartOffset + (size_t)kMaxBlocks * kMaxFields * sizeof(uint64_t);
+    return gimg_grid::kGridPartOffset + (size_t)kMaxBlocks * kMaxFields * sizeof(uint64_t);
 }
 
 extern "C" cudaError_t gimg_cuda_moments(const void *d_in, size_t pitch_bytes, int width,
