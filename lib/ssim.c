@@ -171,9 +171,15 @@ static gimg_status check_pair(const gimg_image *a, const gimg_image *b, double r
     return GIMG_OK;
 }
 
-/* Fills out for images without a valid centre; 1 when that is the case. */
-static int no_centres(const gimg_image *a, gimg_ssim_sums *out)
+/* What both paths do first: check the pair, and fill out for images
+ * without a valid centre. 1 when nothing is left to compute: *st is then
+ * the pair's error, or GIMG_OK (out all zero, count 0). Otherwise out
+ * holds the count and zero sums. */
+static int settled(const gimg_image *a, const gimg_image *b, double range, gimg_ssim_sums *out,
+                   gimg_status *st)
 {
+    if ((*st = check_pair(a, b, range)) != GIMG_OK)
+        return 1;
     memset(out, 0, sizeof *out);
     if (a->width < GIMG_SSIM_TAPS || a->height < GIMG_SSIM_TAPS)
         return 1;
@@ -186,11 +192,9 @@ static int no_centres(const gimg_image *a, gimg_ssim_sums *out)
 gimg_status gimg_ssim_sums_ref(const gimg_image *a, const gimg_image *b, double range,
                                gimg_ssim_sums *out)
 {
-    gimg_status st = check_pair(a, b, range);
-    if (st != GIMG_OK)
+    gimg_status st;
+    if (settled(a, b, range, out, &st))
         return st;
-    if (no_centres(a, out))
-        return GIMG_OK;
     const int W = a->width, H = a->height;
     /* Centres: cw per row, in ch rows. */
     const size_t cw = (size_t)(W - 2 * RADIUS), ch = (size_t)(H - 2 * RADIUS);
@@ -436,11 +440,9 @@ static void ssim_band(const ssim_job *j, const ssim_scratch *s, int r0, int r1,
 gimg_status gimg_ssim_sums_fast(const gimg_image *a, const gimg_image *b, double range,
                                 gimg_ssim_sums *out)
 {
-    gimg_status st = check_pair(a, b, range);
-    if (st != GIMG_OK)
+    gimg_status st;
+    if (settled(a, b, range, out, &st))
         return st;
-    if (no_centres(a, out))
-        return GIMG_OK;
     ssim_job j;
     j.a = a;
     j.b = b;
