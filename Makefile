@@ -212,7 +212,8 @@ bench: all $(BENCH_BINS)
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/run.sh
 
 # Many images in one process: the batch pipeline, GPU against CPU against
-# the codecs alone (BATCH_IMAGES=500 JPEGs of 1 MP; the GPU part needs one).
+# the codecs alone (BATCH_IMAGES=2500 JPEGs of 1 MP, BATCH_LARGE=240 of
+# 16 MP; the GPU part needs one).
 bench-batch: all $(BUILD)/tests/gen
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/batch.sh
 

@@ -105,6 +105,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <stdint.h>
 #include <type_traits>
 
@@ -1235,13 +1237,47 @@ struct sep_op : conv_args {
 
 } // namespace
 
+/* What c_taps holds on each device once the copies queued so far are
+ * done, by set_taps's record; NULL until the device's first copy. */
+static float *h_taps_held[GIMG_CUDA_CONV_MAX_DEVICES];
+
+extern "C" int gimg_cuda_conv_taps_held(const float *h_taps, int offset, int n)
+{
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 ||
+        device >= GIMG_CUDA_CONV_MAX_DEVICES || offset < 0 || n < 0 ||
+        offset + n > GIMG_CUDA_CONV_CONST_TAPS)
+        return 0;
+    const float *held = h_taps_held[device];
+    return held && memcmp(held + offset, h_taps, (size_t)n * sizeof(float)) == 0;
+}
+
 extern "C" cudaError_t gimg_cuda_conv_set_taps(const float *h_taps, int offset, int n,
                                                cudaStream_t stream)
 {
-    if (offset < 0 || n < 0 || offset + n > GIMG_CUDA_CONV_CONST_TAPS)
+    int device = 0;
+    cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess)
+        return e;
+    if (offset < 0 || n < 0 || offset + n > GIMG_CUDA_CONV_CONST_TAPS || device < 0 ||
+        device >= GIMG_CUDA_CONV_MAX_DEVICES)
         return cudaErrorInvalidValue;
-    return cudaMemcpyToSymbolAsync(c_taps, h_taps, (size_t)n * sizeof(float),
-                                   (size_t)offset * sizeof(float), cudaMemcpyHostToDevice, stream);
+    float *held = h_taps_held[device];
+    if (!held) {
+        held = (float *)calloc(GIMG_CUDA_CONV_CONST_TAPS, sizeof(float));
+        if (!held)
+            return cudaErrorMemoryAllocation;
+        h_taps_held[device] = held;
+    }
+    e = cudaMemcpyToSymbolAsync(c_taps, h_taps, (size_t)n * sizeof(float),
+                                (size_t)offset * sizeof(float), cudaMemcpyHostToDevice, stream);
+    /* A failed copy leaves the taps unknown: a pattern no tap matches (a
+     * NaN's bits), so the next request copies again. */
+    if (e == cudaSuccess)
+        memcpy(held + offset, h_taps, (size_t)n * sizeof(float));
+    else
+        memset(held + offset, 0xff, (size_t)n * sizeof(float));
+    return e;
 }
 
 extern "C" cudaError_t gimg_cuda_conv_dense(gimg_cuda_plane in, gimg_cuda_plane out, int width,

@@ -35,8 +35,17 @@ typedef struct {
     gimg_cuda_plane alpha_src;
 } gimg_cuda_epilogue;
 
-/* Copies n taps into constant memory at offset (in taps); stream-ordered. */
+/* Copies n taps into the current device's constant memory at offset (in
+ * taps); stream-ordered. The constant memory is one per device, whatever
+ * the stream: callers on several streams order the copy after the kernels
+ * that read the old taps. Not thread-safe for one device. */
 cudaError_t gimg_cuda_conv_set_taps(const float *h_taps, int offset, int n, cudaStream_t stream);
+/* 1 if the current device's constant memory holds these n taps at offset
+ * once the copies queued so far are done (set_taps keeps a record), so
+ * that a caller can skip the copy and its ordering; else 0. */
+int gimg_cuda_conv_taps_held(const float *h_taps, int offset, int n);
+/* The devices whose copies set_taps records (indices 0 to this - 1). */
+#define GIMG_CUDA_CONV_MAX_DEVICES 64
 
 /*
  * Dense convolution (correlation form, see lib/gimg_conv.h) of a width x

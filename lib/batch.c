@@ -396,13 +396,28 @@ typedef struct {
     char message[512];
 } slot;
 
+/* Items waiting for a stage, first come first served: a ring of item
+ * indices (at most cap items are in flight, so cap entries suffice). */
+typedef struct {
+    int *item;
+    int head, count;
+} queue;
+
 /* Items live in a ring of max_in_flight slots: item i in slot i % cap. Item
- * i is loaded only once item i - cap is finished, so slots never clash. */
+ * i is loaded only once item i - cap is finished, so slots never clash.
+ * Loaded items queue for the lanes, computed ones for the workers, so that
+ * a thread finds its next item at once however many are in flight (a
+ * GPU batch loads hundreds ahead while CUDA starts), and each kind of
+ * thread sleeps on its own condition: an event wakes one thread that can
+ * act on it, not all of them. */
 typedef struct {
     const gimg_pipeline_spec *spec;
     pthread_mutex_t lock;
-    pthread_cond_t changed;
+    pthread_cond_t lanes_cv;    /* an item was loaded */
+    pthread_cond_t workers_cv;  /* an item was computed, or another may load */
+    pthread_cond_t finish_cv;   /* the next item to finish is done */
     slot *ring;
+    queue loaded, computed;
     int cap;           /* slots: the most items in flight */
     int base;          /* items in flight whatever their bytes */
     size_t bytes_in_flight;
@@ -421,20 +436,26 @@ static slot *slot_of(pipeline *p, int i)
     return &p->ring[i % p->cap];
 }
 
-/* Records the outcome of a stage; the caller holds the lock. */
-static void stage_done(pipeline *p, int i, gimg_status st, int next_state)
+static void push(pipeline *p, queue *q, int i)
 {
-    slot *s = slot_of(p, i);
-    if (st) {
-        s->st = st;
-        snprintf(s->message, sizeof s->message, "%s", gimg_last_error());
-        s->state = SLOT_DONE;
-        if (p->spec->fail_fast)
-            p->stopped = 1;
-    } else {
-        s->state = next_state;
-    }
-    pthread_cond_broadcast(&p->changed);
+    q->item[(q->head + q->count++) % p->cap] = i;
+}
+
+static int pop(pipeline *p, queue *q)
+{
+    int i = q->item[q->head];
+    q->head = (q->head + 1) % p->cap;
+    q->count--;
+    return i;
+}
+
+/* Every thread re-examines its conditions (a stop, the end, a stage
+ * slot freed under max_busy). */
+static void wake_all(pipeline *p)
+{
+    pthread_cond_broadcast(&p->lanes_cv);
+    pthread_cond_broadcast(&p->workers_cv);
+    pthread_cond_broadcast(&p->finish_cv);
 }
 
 /* The state after `state` when the stage that follows may be absent. */
@@ -445,6 +466,32 @@ static int after(const gimg_pipeline_spec *spec, int state)
     if (state == SLOT_COMPUTED && !spec->store)
         state = SLOT_DONE;
     return state;
+}
+
+/* Records the outcome of a stage and hands the item on; the caller holds
+ * the lock. */
+static void stage_done(pipeline *p, int i, gimg_status st, int next_state)
+{
+    slot *s = slot_of(p, i);
+    if (st) {
+        s->st = st;
+        snprintf(s->message, sizeof s->message, "%s", gimg_last_error());
+        next_state = SLOT_DONE;
+        if (p->spec->fail_fast && !p->stopped) {
+            p->stopped = 1;
+            wake_all(p);
+        }
+    }
+    s->state = next_state;
+    if (next_state == SLOT_LOADED) {
+        push(p, &p->loaded, i);
+        pthread_cond_signal(&p->lanes_cv);
+    } else if (next_state == SLOT_COMPUTED) {
+        push(p, &p->computed, i);
+        pthread_cond_signal(&p->workers_cv);
+    } else if (next_state == SLOT_DONE && i == p->next_finish) {
+        pthread_cond_signal(&p->finish_cv);
+    }
 }
 
 static int may_load(const pipeline *p)
@@ -468,7 +515,8 @@ static int may_start(const pipeline *p)
 static void end_stage(pipeline *p)
 {
     p->busy--;
-    pthread_cond_broadcast(&p->changed);
+    if (p->spec->max_busy > 0) /* whoever waits for a stage slot */
+        wake_all(p);
 }
 
 /* Worker: stores finished computations first (they free memory), else loads. */
@@ -479,29 +527,24 @@ static void *worker_main(void *arg)
     omp_set_num_threads(spec->worker_threads > 0 ? spec->worker_threads : 1);
     pthread_mutex_lock(&p->lock);
     while (!p->shutdown) {
-        int i, found = -1;
         if (!may_start(p)) {
-            pthread_cond_wait(&p->changed, &p->lock);
+            pthread_cond_wait(&p->workers_cv, &p->lock);
             continue;
         }
-        for (i = p->next_finish; i < p->next_load; i++)
-            if (slot_of(p, i)->state == SLOT_COMPUTED) {
-                found = i;
-                break;
-            }
-        if (found >= 0) {
-            slot *s = slot_of(p, found);
+        if (p->computed.count > 0) {
+            const int i = pop(p, &p->computed);
+            slot *s = slot_of(p, i);
             s->state = SLOT_STORING;
             p->busy++;
             pthread_mutex_unlock(&p->lock);
-            gimg_status st = spec->store(spec->user, found, s->data);
+            gimg_status st = spec->store(spec->user, i, s->data);
             pthread_mutex_lock(&p->lock);
             end_stage(p);
-            stage_done(p, found, st, SLOT_DONE);
+            stage_done(p, i, st, SLOT_DONE);
             continue;
         }
         if (spec->load && may_load(p)) {
-            i = p->next_load++;
+            const int i = p->next_load++;
             slot *s = slot_of(p, i);
             *s = (slot){.state = SLOT_LOADING};
             p->loading = spec->ordered_load;
@@ -511,13 +554,16 @@ static void *worker_main(void *arg)
             gimg_status st = spec->load(spec->user, i, &data);
             pthread_mutex_lock(&p->lock);
             end_stage(p);
-            p->loading = 0;
+            if (p->loading) {
+                p->loading = 0;
+                pthread_cond_signal(&p->workers_cv); /* the next ordered load */
+            }
             if (!st && !data && spec->n_items < 0) {
                 /* The end of an ordered input: item i does not exist. */
                 p->n_total = i;
                 p->next_load = i;
                 s->state = SLOT_FREE;
-                pthread_cond_broadcast(&p->changed);
+                wake_all(p);
                 continue;
             }
             s->data = data;
@@ -528,7 +574,7 @@ static void *worker_main(void *arg)
             stage_done(p, i, st, after(spec, SLOT_LOADED));
             continue;
         }
-        pthread_cond_wait(&p->changed, &p->lock);
+        pthread_cond_wait(&p->workers_cv, &p->lock);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -542,24 +588,19 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&p->lock);
     int lane = p->lane_counter++;
     while (!p->shutdown) {
-        int found = -1;
-        for (int i = p->next_finish; i < p->next_load; i++)
-            if (slot_of(p, i)->state == SLOT_LOADED) {
-                found = i;
-                break;
-            }
-        if (found < 0 || !may_start(p)) {
-            pthread_cond_wait(&p->changed, &p->lock);
+        if (p->loaded.count == 0 || !may_start(p)) {
+            pthread_cond_wait(&p->lanes_cv, &p->lock);
             continue;
         }
-        slot *s = slot_of(p, found);
+        const int i = pop(p, &p->loaded);
+        slot *s = slot_of(p, i);
         s->state = SLOT_COMPUTING;
         p->busy++;
         pthread_mutex_unlock(&p->lock);
-        gimg_status st = spec->compute(spec->user, lane, found, s->data);
+        gimg_status st = spec->compute(spec->user, lane, i, s->data);
         pthread_mutex_lock(&p->lock);
         end_stage(p);
-        stage_done(p, found, st, after(spec, SLOT_COMPUTED));
+        stage_done(p, i, st, after(spec, SLOT_COMPUTED));
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -593,14 +634,20 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
     if (n_done)
         *n_done = 0;
     p.ring = calloc((size_t)p.cap, sizeof *p.ring);
+    p.loaded.item = calloc((size_t)p.cap, sizeof *p.loaded.item);
+    p.computed.item = calloc((size_t)p.cap, sizeof *p.computed.item);
     pthread_t *threads = calloc((size_t)(workers + lanes), sizeof *threads);
-    if (!p.ring || !threads) {
+    if (!p.ring || !p.loaded.item || !p.computed.item || !threads) {
         free(p.ring);
+        free(p.loaded.item);
+        free(p.computed.item);
         free(threads);
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     }
     pthread_mutex_init(&p.lock, NULL);
-    pthread_cond_init(&p.changed, NULL);
+    pthread_cond_init(&p.lanes_cv, NULL);
+    pthread_cond_init(&p.workers_cv, NULL);
+    pthread_cond_init(&p.finish_cv, NULL);
     int started = 0;
     gimg_status st = GIMG_OK;
     for (int t = 0; t < workers + lanes && !st; t++) {
@@ -614,6 +661,7 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
         pthread_mutex_lock(&p.lock);
         p.stopped = 1;
         p.n_total = 0;
+        wake_all(&p);
         pthread_mutex_unlock(&p.lock);
     }
 
@@ -626,7 +674,7 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
             break;
         slot *s = slot_of(&p, i);
         if (i >= p.next_load || s->state != SLOT_DONE || !may_start(&p)) {
-            pthread_cond_wait(&p.changed, &p.lock);
+            pthread_cond_wait(&p.finish_cv, &p.lock);
             continue;
         }
         p.busy++; /* finish may encode (a transform's standard output) */
@@ -646,10 +694,12 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
         p.bytes_in_flight -= s->bytes;
         s->bytes = 0;
         p.next_finish++;
-        pthread_cond_broadcast(&p.changed);
+        if (spec->max_busy > 0)
+            wake_all(&p);
+        pthread_cond_signal(&p.workers_cv); /* a slot to load into */
     }
     p.shutdown = 1;
-    pthread_cond_broadcast(&p.changed);
+    wake_all(&p);
     pthread_mutex_unlock(&p.lock);
     for (int t = 0; t < started; t++)
         pthread_join(threads[t], NULL);
@@ -659,9 +709,13 @@ gimg_status gimg_pipeline_run(const gimg_pipeline_spec *spec, int *n_done)
     }
     if (n_done)
         *n_done = p.next_finish;
-    pthread_cond_destroy(&p.changed);
+    pthread_cond_destroy(&p.lanes_cv);
+    pthread_cond_destroy(&p.workers_cv);
+    pthread_cond_destroy(&p.finish_cv);
     pthread_mutex_destroy(&p.lock);
     free(p.ring);
+    free(p.loaded.item);
+    free(p.computed.item);
     free(threads);
     if (st)
         return st;

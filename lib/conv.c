@@ -655,6 +655,23 @@ static gimg_cuda_plane plane_of(void *d, size_t pitch, gimg_sample s)
     return p;
 }
 
+/* n taps at offset in g's GPU's __constant__ memory, for kernels queued
+ * next on g's stream; with the GPU's constants lock held. The lanes of a
+ * GPU share that memory and a batch's lanes run the same kernels, so taps
+ * it already holds are not copied again, and the lanes' kernels queue
+ * without waiting for each other. New taps (once a batch) first wait for
+ * every kernel queued on the GPU, which may read the old ones, and are in
+ * place before the lock is given up. */
+static gimg_status set_taps(gimg_gpu *g, const float *taps, int offset, int n)
+{
+    if (gimg_cuda_conv_taps_held(taps, offset, n))
+        return GIMG_OK;
+    GIMG_CUDA(cudaDeviceSynchronize());
+    GIMG_CUDA(gimg_cuda_conv_set_taps(taps, offset, n, g->stream));
+    GIMG_CUDA(cudaStreamSynchronize(g->stream));
+    return GIMG_OK;
+}
+
 /* A separable kernel from src to dst: fused where it fits and pays, else a
  * row pass into a float image and a column pass out of it. epi: NULL for a
  * raw float result. */
@@ -663,8 +680,10 @@ static gimg_status gpu_separable(gimg_gpu *g, const gimg_kernel *k, gimg_border 
                                  const gimg_cuda_epilogue *epi, gpu_bufs *bf, size_t fpitch)
 {
     const int kw = k->width, kh = k->height;
-    GIMG_CUDA(gimg_cuda_conv_set_taps(k->row, 0, kw, g->stream));
-    GIMG_CUDA(gimg_cuda_conv_set_taps(k->col, GIMG_CUDA_CONV_COL_OFFSET, kh, g->stream));
+    gimg_status st;
+    if ((st = set_taps(g, k->row, 0, kw)) ||
+        (st = set_taps(g, k->col, GIMG_CUDA_CONV_COL_OFFSET, kh)))
+        return st;
     if (kh <= GIMG_CUDA_CONV_FUSE_MAX_KH && gimg_cuda_conv_separable_fits(C, kw, kh)) {
         GIMG_CUDA(gimg_cuda_conv_separable(src, dst, W, H, C, kw, kh, k->anchor_x, k->anchor_y, b,
                                            epi, g->stream));
@@ -687,16 +706,19 @@ static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, i
 {
     const int kw = k->width, kh = k->height, ax = k->anchor_x, ay = k->anchor_y;
     const size_t taps = (size_t)kw * kh;
+    gimg_status st;
     if (k->kind == GIMG_KERNEL_MAGNITUDE) {
-        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps, 0, (int)taps, g->stream));
-        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps_y, (int)taps, (int)taps, g->stream));
+        if ((st = set_taps(g, k->taps, 0, (int)taps)) ||
+            (st = set_taps(g, k->taps_y, (int)taps, (int)taps)))
+            return st;
         GIMG_CUDA(gimg_cuda_conv_magnitude(src, dst, W, H, C, kw, kh, ax, ay, b, g->stream));
         return GIMG_OK;
     }
     if (k->kind == GIMG_KERNEL_SEPARABLE)
         return gpu_separable(g, k, b, W, H, C, src, dst, NULL, bf, fpitch);
     if (taps <= GIMG_CUDA_CONV_CONST_TAPS) {
-        GIMG_CUDA(gimg_cuda_conv_set_taps(k->taps, 0, (int)taps, g->stream));
+        if ((st = set_taps(g, k->taps, 0, (int)taps)))
+            return st;
         GIMG_CUDA(gimg_cuda_conv_dense(src, dst, W, H, C, kw, kh, ax, ay, b, 0, NULL, NULL,
                                        g->stream));
         return GIMG_OK;
@@ -716,7 +738,7 @@ static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, i
     return GIMG_OK;
 }
 
-/* The kernels from d_in to d_out, between g's two events. */
+/* Queues the kernels from d_in to d_out, between g's two events. */
 static gimg_status gpu_kernels(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
                                const gimg_dimage *d_in, const gimg_dimage *d_out, gpu_bufs *bf)
 {
@@ -739,7 +761,8 @@ static gimg_status gpu_kernels(gimg_gpu *g, const gimg_image *in, const gimg_con
             return st;
     } else if (o->n_kernels == 1 && !premult && k0->kind == GIMG_KERNEL_DENSE &&
                taps0 <= GIMG_CUDA_CONV_CONST_TAPS) {
-        GIMG_CUDA(gimg_cuda_conv_set_taps(k0->taps, 0, (int)taps0, g->stream));
+        if ((st = set_taps(g, k0->taps, 0, (int)taps0)))
+            return st;
         GIMG_CUDA(gimg_cuda_conv_dense(pin, pout, W, H, C, k0->width, k0->height, k0->anchor_x,
                                        k0->anchor_y, o->border, 0, NULL, &epi, g->stream));
     } else {
@@ -758,7 +781,6 @@ static gimg_status gpu_kernels(gimg_gpu *g, const gimg_image *in, const gimg_con
                                         gimg_conv_alpha_unit(o, in->sample), &epi, g->stream));
     }
     GIMG_CUDA(cudaEventRecord(g->ev_stop, g->stream));
-    GIMG_CUDA(cudaEventSynchronize(g->ev_stop));
     return GIMG_OK;
 }
 
@@ -771,12 +793,15 @@ static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_op
         (st = gimg_gpu_image(g, 1, in->width, in->height, in->channels, in->sample, &d_out)) ||
         (st = gimg_gpu_upload(g, in, &d_in)))
         return st;
-    /* The other lane on this GPU may be uploading or downloading meanwhile;
-     * only the taps in __constant__ memory are one for both. */
+    /* The other lanes on this GPU run meanwhile; only the taps in
+     * __constant__ memory are one for all (set_taps). */
     gimg_gpu_lock_constants(g);
     st = gpu_kernels(g, in, o, &d_in, &d_out, bf);
     gimg_gpu_unlock_constants(g);
-    if (st || (st = gimg_gpu_download(g, &d_out, out)))
+    if (st)
+        return st;
+    GIMG_CUDA(cudaEventSynchronize(g->ev_stop));
+    if ((st = gimg_gpu_download(g, &d_out, out)))
         return st;
     float ms = 0;
     GIMG_CUDA(cudaEventElapsedTime(&ms, g->ev_start, g->ev_stop));

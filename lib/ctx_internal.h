@@ -28,8 +28,10 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
 /* The GPU codecs (gpu_jpeg.h), for the batch (driver.c), on the calling
  * thread's lane. Without CUDA they are never asked and never ready.
  *  - gimg_ctx_want_gpu_codecs: asks for nvJPEG beside CUDA's start-up,
- *    when the device is a GPU and --codecs is auto; before
- *    gimg_ctx_prepare. Returns 1 if asked.
+ *    when --codecs is auto and the device is a GPU, or is auto and the
+ *    batch's jpeg_megapixels (an estimate) pay for the start-up on
+ *    `threads` CPU threads (gimg_auto_gpu_codecs; the start-up then begins
+ *    at once); before gimg_ctx_prepare. Returns 1 if asked.
  *  - gimg_ctx_gpu_decode_jpeg: decodes bits (gimg_jpeg_read_header gave
  *    shell) on the lane's GPU: shell->device is set.
  *    Fails where the lane has no nvJPEG (-v says why) or nvJPEG refuses
@@ -43,7 +45,7 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
  *    gimg_ctx_gpu_fallback does not send the operation to the CPU: it
  *    fails, and the batch decodes the input on the CPU and runs it again).
  *  - gimg_ctx_count_cpu_codec: a JPEG the batch gave the CPU, and why. */
-int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx);
+int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads);
 gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
                                      gimg_image *shell);
 void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep);
@@ -51,6 +53,13 @@ gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
                                      const gimg_write_opts *o, unsigned char **bits, size_t *len);
 void gimg_ctx_gpu_item_done(gimg_ctx *ctx);
 void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why);
+
+/* --device auto's choice of codecs for a batch: 1 when `megapixels` of
+ * JPEG, decoded and encoded once each, take longer with libjpeg-turbo on
+ * `threads` CPU threads than with the GPU's codecs, their start-up
+ * (CUDA's, nvJPEG's, the hardware decoder's first call) included. A model
+ * of measured constants (device.c); asks no GPU. */
+int gimg_auto_gpu_codecs(double megapixels, int threads);
 
 /* The smallest auto_min_bytes over all operations: below it,
  * gimg_ctx_prepare does not start CUDA at all. */

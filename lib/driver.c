@@ -588,6 +588,30 @@ static void finish(void *user, int i, void *state, gimg_status st, const char *m
 
 /* ------------------------------------------------------------- the job */
 
+/* --device auto's estimate of a batch's JPEG for the choice of codecs:
+ * the inputs named as JPEG, each of the first one's size (a folder of
+ * photos is mostly of one camera, and reading every header first would
+ * cost more than the choice saves), in megapixels; 0 for none. */
+static double batch_jpeg_megapixels(const job *j)
+{
+    int n = 0, first = -1;
+    for (int i = 0; i < j->n_inputs; i++)
+        if (gimg_format_from_path(j->inputs[i]) == GIMG_FMT_JPEG && n++ == 0)
+            first = i;
+    if (n < 2)
+        return 0;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    gimg_info info;
+    double mp = 0;
+    if (gimg_slurp(j->inputs[first], &buf, &len) == GIMG_OK) {
+        if (gimg_probe_page(buf, len, NULL, &info) == GIMG_OK && info.format == GIMG_FMT_JPEG)
+            mp = (double)info.width * info.height / 1e6 * n;
+        gimg_slurp_free(buf, len);
+    }
+    return mp;
+}
+
 /* Inputs: the operands that are inputs, then the --files-from list. */
 static gimg_status gather_inputs(job *j, char ***list_storage)
 {
@@ -750,7 +774,13 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
     /* Transforms only, so far: their operations reach an input on the GPU
      * through gimg_gpu_upload alone. */
     if (!st && d->transform)
-        j.gpu_codecs = gimg_ctx_want_gpu_codecs(j.ctx);
+        j.gpu_codecs = gimg_ctx_want_gpu_codecs(
+            j.ctx,
+            c->device.kind == GIMG_DEV_AUTO && !c->device.cpu_codecs && !j.stream &&
+                    gimg_built_with_cuda()
+                ? batch_jpeg_megapixels(&j)
+                : 0,
+            c->jobs > 0 ? c->jobs : 1);
     if (!st && d->prepare)
         st = d->prepare(d->user, j.ctx, j.inputs, j.n_inputs, j.stream);
     if (st) {

@@ -124,8 +124,9 @@ gimg_status gimg_gpu_download(gimg_gpu *g, const gimg_dimage *d, gimg_image *h);
 void gimg_gpu_keep_outputs(gimg_gpu *g, int keep);
 
 /* A GPU's __constant__ memory (the convolution's taps) is one for all the
- * lanes on it: a lane holds its GPU's lock from setting the constants until
- * the kernels that read them have finished. */
+ * lanes on it: a lane holds its GPU's lock while it queues kernels that
+ * read the constants, and new constants are copied only once every kernel
+ * queued on the GPU has finished (lib/conv.c's set_taps). */
 void gimg_gpu_lock_constants(gimg_gpu *g);
 void gimg_gpu_unlock_constants(gimg_gpu *g);
 #endif

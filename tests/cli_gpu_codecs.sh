@@ -179,6 +179,34 @@ for limit in 1000 1000000; do
     result "gpu-codecs-out-of-memory-$limit" "$why"
 done
 
+# --device auto: the GPU's codecs when a batch's JPEG pays for their
+# start-up against the CPU threads it has (-j), else the CPU's, with the
+# CPU path's bytes; -v says which and why. Four photos of 12 MP on one
+# thread pay; two small ones on all threads do not.
+mkdir -p auto small
+photo 10 4096 3000 420 auto/x1.jpg || fail setup "a 12 MP photo"
+for i in 2 3 4; do cp auto/x1.jpg auto/x$i.jpg; done
+cp in/a420.jpg small/1.jpg && cp in/b422.jpg small/2.jpg
+rm -rf acpu agpu scpu sauto
+"$PROG" --device cpu -k gaussian:1 -o acpu/ auto/*.jpg 2>err.txt || fail auto-cpu "$(cat err.txt)"
+"$PROG" --device auto --codecs auto -j 1 -v -k gaussian:1 -o agpu/ auto/*.jpg 2>err.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit $rc: $(head -c 300 err.txt)"
+[ -z "$why" ] && { grep -q "codecs: --device auto: the GPU's codecs" err.txt &&
+    grep -q '4 JPEGs decoded, 4 encoded' err.txt || why="-v: $(grep codecs err.txt | tr '\n' ' ')"; }
+for f in agpu/x1.jpg agpu/x4.jpg; do
+    [ -z "$why" ] && why=$(within_bound "$f" "acpu/${f##*/}" "$f")
+done
+result gpu-codecs-auto-large-batch "$why"
+"$PROG" --device cpu -k gaussian:1 -o scpu/ small/*.jpg 2>err.txt || fail auto-cpu "$(cat err.txt)"
+"$PROG" --device auto --codecs auto -v -k gaussian:1 -o sauto/ small/*.jpg 2>err.txt
+why=""
+diff -r -q scpu sauto >/dev/null || why="differs from --device cpu"
+[ -z "$why" ] && { grep -q "codecs: --device auto: the CPU's codecs" err.txt ||
+    why="-v: $(grep codecs err.txt | tr '\n' ' ')"; }
+result gpu-codecs-auto-small-batch "$why"
+
 # libnvjpeg missing: the CPU codecs, the same bytes as --codecs cpu.
 GIMG_NVJPEG_LIBRARY=/nonexistent/libnvjpeg.so "$PROG" --device gpu --codecs auto -v -k gaussian:2 \
     in/a420.jpg nolib.jpg 2>err.txt

@@ -298,7 +298,7 @@ static void time_codecs(void)
     }
 }
 
-/* --time, then: images/s of decode + encode on 1, 2, 4 and 8 lanes of
+/* --time, then: images/s of decode + encode on 1, 2, 4, 8 and 16 lanes of
  * the GPU at once (a thread each, sharing the hardware decoder), the
  * codecs' ceiling for the batch. */
 typedef struct {
@@ -327,11 +327,11 @@ static void *lane_loop(void *arg)
 static void time_lanes(void)
 {
     static const int sizes[][2] = {{1200, 850}, {4096, 4096}};
-    gimg_gpu *lanes[8] = {NULL};
-    for (int l = 0; l < 8; l++)
+    gimg_gpu *lanes[16] = {NULL};
+    for (int l = 0; l < 16; l++)
         if (gimg_gpu_open(0, &lanes[l]))
             return;
-    if (gimg_gpu_jpeg_open(lanes, 8))
+    if (gimg_gpu_jpeg_open(lanes, 16))
         return;
     for (int s = 0; s < 2; s++) {
         const int w = sizes[s][0], h = sizes[s][1], rounds = s ? 12 : 100;
@@ -342,9 +342,9 @@ static void time_lanes(void)
         if (!photo_jpeg(w, h, 3, GIMG_SUBSAMPLE_420, 90, 3, &im, &buf, &len) ||
             gimg_jpeg_read_header(buf, len, &shell, &facts) || facts.gpu_refusal)
             return;
-        for (int n = 1; n <= 8; n *= 2) {
-            pthread_t t[8];
-            lane_job jobs[8];
+        for (int n = 1; n <= 16; n *= 2) {
+            pthread_t t[16];
+            lane_job jobs[16];
             double t0 = now_ms();
             for (int l = 0; l < n; l++) {
                 jobs[l] = (lane_job){lanes[l], buf, len, w, h, rounds, GIMG_OK};
@@ -360,7 +360,7 @@ static void time_lanes(void)
         gimg_image_free(&im);
         free(buf);
     }
-    for (int l = 7; l >= 0; l--)
+    for (int l = 15; l >= 0; l--)
         gimg_gpu_close(lanes[l]);
 }
 

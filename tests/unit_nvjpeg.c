@@ -8,11 +8,13 @@
  * gimg_jpeg_with_headers putting a file's headers on another encoder's
  * bitstream byte for byte as our encoder writes them (JFIF resolution,
  * EXIF, XMP, an ICC profile in several chunks, blocks too large left
- * out). Where the build finds nvJPEG's own header (the CUDA Toolkit's, or
+ * out); --device auto's choice between the CPU's and the GPU's codecs.
+ * Where the build finds nvJPEG's own header (the CUDA Toolkit's, or
  * NVJPEG_INCLUDE), lib/nvjpeg_api.h's values and layouts are checked
  * against it at compile time; otherwise that test is skipped.
  */
 #include "check.h"
+#include "ctx_internal.h"
 #include "gimg.h"
 #include "jpeg_internal.h"
 #include "nvjpeg_api.h"
@@ -343,6 +345,37 @@ static void test_abi_against_header(void)
 #endif
 }
 
+/* The smallest batch (megapixels, in steps of 1) for which --device auto
+ * takes the GPU's codecs on `threads` threads; 0 if none up to 100000. */
+static int auto_threshold(int threads)
+{
+    for (int mp = 1; mp <= 100000; mp++)
+        if (gimg_auto_gpu_codecs(mp, threads))
+            return mp;
+    return 0;
+}
+
+static void test_auto_choice(void)
+{
+    /* Nothing to decode, or one photo: the start-up never pays. */
+    CHECK(!gimg_auto_gpu_codecs(0, 16));
+    CHECK(!gimg_auto_gpu_codecs(1, 16));
+    CHECK(!gimg_auto_gpu_codecs(24, 1));
+    /* A batch past the threshold stays on the GPU however much larger (64
+     * threads may match the GPU: no threshold then, below). */
+    for (int t = 1; t <= 16; t *= 2) {
+        const int at = auto_threshold(t);
+        CHECK(at > 1, "%d threads: from %d MP", t, at);
+        for (int mp = at; at > 0 && mp <= 100000; mp += 997)
+            CHECK(gimg_auto_gpu_codecs(mp, t), "%d threads, %d MP", t, mp);
+        CHECK(!gimg_auto_gpu_codecs(at - 1, t));
+    }
+    /* More CPU threads make the CPU's codecs worth it for larger batches. */
+    CHECK(auto_threshold(2) < auto_threshold(16), "%d %d", auto_threshold(2),
+          auto_threshold(16));
+    CHECK(auto_threshold(16) < auto_threshold(64) || auto_threshold(64) == 0);
+}
+
 int main(void)
 {
     setenv("GIMG_NVJPEG_LIBRARY", "/nonexistent/libnvjpeg.so.13", 1);
@@ -352,5 +385,6 @@ int main(void)
     RUN(test_header_metadata);
     RUN(test_with_headers);
     RUN(test_abi_against_header);
+    RUN(test_auto_choice);
     return check_summary();
 }

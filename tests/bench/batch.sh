@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # tests/bench/batch.sh — `make bench-batch`: many images in one process, the
 # benchmark of the batch pipeline (lib/driver.c). BATCH_IMAGES photo-like
-# JPEGs of 1200x850 (about 1 MP; default 500) through
+# JPEGs of 1200x850 (about 1 MP; default 2500, a folder of photos: the
+# GPU's start-up, about a second, is paid once a process) through
 #   gconv -k gaussian:2 -o out/ *.jpg
 # with --device cpu, the same batch through a 1x1 identity kernel on the
 # CPU (decoding and encoding alone), and where there is a GPU, --device gpu
 # with the GPU's codecs (nvJPEG, lib/gpu_jpeg.h; targets: >= 3x the CPU
-# path, >= 2000 images/s on one H100) and with --codecs cpu; then
-# BATCH_LARGE JPEGs of 4096x4096 (default 48; target >= 150 images/s on
+# path, >= 2000 images/s on one H100), with --codecs cpu, and with
+# --device auto (which chooses the codecs by the batch's size); then
+# BATCH_LARGE JPEGs of 4096x4096 (default 240; target >= 150 images/s on
 # one H100) on the CPU and the GPU. Prints images/s, megapixels/s and the
 # ratios, then the GPU runs' per-stage times (-v); on a machine with
 # several GPUs, the batch again with --device gpu:all (target >= 1.8x one
@@ -19,7 +21,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin}
 BUILD=${BUILD:-build}
-N=${BATCH_IMAGES:-500}
+N=${BATCH_IMAGES:-2500}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -105,6 +107,10 @@ if [ $have_gpu -eq 1 ]; then
     within_bound "$tmp/cpu" "$tmp/gpu" || exit 1
     against_cpu gpu "$cpu_ms" "$gpu_ms" "$N" "3x, 2000 images/s"
     awk -v c="$cpu_ms" -v g="$gpucpu_ms" 'BEGIN { printf "  --codecs cpu: %.2fx the CPU path\n", c / g }'
+    auto_ms=$(run auto --device auto -k gaussian:2) || exit 1
+    rate "--device auto" "$auto_ms" "$N" "$mp"
+    within_bound "$tmp/cpu" "$tmp/auto" || exit 1
+    grep -E 'gconv: codecs: --device auto' "$tmp/auto.err" | sed 's/^gconv: /    /'
     echo "  the GPU runs' stages (-v):"
     for r in gpucpu gpu; do
         sed "s/^/    $r: /" "$tmp/$r.err" | grep -E 'gconv: (time|codecs|gpu:|[0-9]+ images)' | head -6
@@ -128,7 +134,7 @@ else
 fi
 
 # Large photos: 4096x4096, the CPU path and the GPU codecs.
-L=${BATCH_LARGE:-48}
+L=${BATCH_LARGE:-240}
 if [ "$L" -gt 0 ]; then
     photos 4096 4096 2 "$L"
     lmp=$(awk -v n="$L" 'BEGIN { printf "%.1f", n * 4096 * 4096 / 1e6 }')
