@@ -568,6 +568,38 @@ gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *ou
     return read_image(&s, out, NULL);
 }
 
+gimg_status gimg_pnm_view(const unsigned char *buf, size_t len, gimg_image *out, int *viewed)
+{
+    src s = { .p = buf, .end = buf + len };
+    header h;
+    size_t row_bytes;
+    memset(out, 0, sizeof *out);
+    *viewed = 0;
+    if (read_header(&s, &h) != GIMG_OK || (h.magic != '5' && h.magic != '6' && h.magic != '7') ||
+        header_sample(&h) != GIMG_U8 ||
+        gimg_check_size(h.width, h.height, h.depth, GIMG_U8, &row_bytes, NULL) != GIMG_OK ||
+        (size_t)(s.end - s.p) / row_bytes < (size_t)h.height)
+        return GIMG_OK; /* decoding says what is wrong, or copies what needs it */
+    const size_t n = row_bytes * (size_t)h.height;
+    if (h.maxval < 255) {
+        /* As read_raw's check: one pass that vectorises. */
+        unsigned char top = 0;
+        for (size_t i = 0; i < n; i++)
+            top = s.p[i] > top ? s.p[i] : top;
+        if (top > h.maxval)
+            return GIMG_OK;
+        out->maxval = h.maxval;
+    }
+    out->width = (int)h.width;
+    out->height = (int)h.height;
+    out->channels = h.depth;
+    out->sample = GIMG_U8;
+    out->stride_bytes = row_bytes;
+    out->data = (unsigned char *)s.p;
+    *viewed = 1;
+    return GIMG_OK;
+}
+
 gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
 {
     memset(out, 0, sizeof *out);

@@ -253,10 +253,15 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
             return GIMG_OK;
         st = GIMG_OK;
     }
-    st = gimg_decode_page(buf, len, &o, im);
-    if (from_stdin)
+    if (from_stdin) {
+        st = gimg_decode_page(buf, len, &o, im);
         free(buf);
-    else
+        return st;
+    }
+    /* An 8-bit PNM or PAM is used where the file's mapping has it. */
+    int kept = 0;
+    st = gimg_decode_in_place(buf, len, &o, im, &kept);
+    if (!kept)
         gimg_slurp_free(buf, len);
     return st;
 }

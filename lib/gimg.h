@@ -56,7 +56,7 @@ typedef struct {
     int channels;           /* 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
     gimg_sample sample;
     size_t stride_bytes;    /* distance between row starts */
-    unsigned char *data;    /* owned by the image */
+    unsigned char *data;    /* owned by the image (see mapping) */
     /* The samples' range in the file's own units: 0 is the sample type's
      * full range (255, 65535; 0..1 for float); otherwise 1..65535 for
      * integer samples, which then lie in 0..maxval (a PNM/PAM's maxval,
@@ -72,6 +72,12 @@ typedef struct {
      * decoded them or an operation left them for the GPU's encoder
      * (lib/gpu_jpeg.h). */
     const struct gimg_dimage *device;
+    /* Internal to libgimg, NULL in every image a caller makes: the file
+     * mapping (gimg_slurp's) that data points into, for an input read in
+     * place (an 8-bit PNM or PAM: lib/read.c's gimg_decode_in_place);
+     * gimg_image_free unmaps it instead of freeing data. */
+    unsigned char *mapping;
+    size_t mapping_bytes;
 } gimg_image;
 
 /* Size limits, checked from a file's header before any large allocation. */

@@ -84,7 +84,10 @@ void gimg_image_free(gimg_image *im)
 {
     if (!im)
         return;
-    free(im->data);
+    if (im->mapping)
+        gimg_slurp_free(im->mapping, im->mapping_bytes);
+    else
+        free(im->data);
     gimg_meta_free(im->meta);
     memset(im, 0, sizeof *im);
 }

@@ -44,6 +44,16 @@ gimg_status gimg_slurp_checked(const char *path, size_t max_bytes, gimg_slurp_ch
  * "unrecognised image format". gimg_slurp() and the driver's reading of
  * standard input refuse a stream with it before reading the rest. */
 gimg_status gimg_check_image_head(const unsigned char *buf, size_t len, int at_end);
+/* gimg_decode_page of a whole file gimg_slurp() read (buf, len), which
+ * may take the buffer over instead of copying it: an 8-bit binary PNM or
+ * PAM whose samples are already the image's (not a bitmap, in 0..maxval)
+ * becomes an image whose rows are the file's own, in place (*kept = 1:
+ * the image owns buf now and gimg_image_free() unmaps it; the caller must
+ * not free it). Otherwise it decodes as gimg_decode_page does (*kept = 0).
+ * No copy, and no page touched that the work does not read: the pixels
+ * come from the page cache as they are used. */
+gimg_status gimg_decode_in_place(unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                 gimg_image *out, int *kept);
 
 /* --------------------------------------------------------------- pnm.c */
 
@@ -51,6 +61,13 @@ gimg_status gimg_check_image_head(const unsigned char *buf, size_t len, int at_e
 gimg_status gimg_pnm_probe(const unsigned char *buf, size_t len, gimg_info *info);
 /* Decodes the first image of a PNM/PAM/PFM buffer (trailing data ignored). */
 gimg_status gimg_pnm_decode(const unsigned char *buf, size_t len, gimg_image *out);
+/* The first image of buf as a view of buf itself, where its raster is
+ * already the image's layout: binary (P5, P6, P7), 8-bit samples, none
+ * past the maxval (a maxval below 255 is kept, as decoding keeps it).
+ * *viewed = 1 then, out->data pointing into buf (which out does not own:
+ * out->mapping is the caller's to set); otherwise *viewed = 0 and out
+ * zeroed, for gimg_pnm_decode to decode or refuse the file. */
+gimg_status gimg_pnm_view(const unsigned char *buf, size_t len, gimg_image *out, int *viewed);
 /* The header of im as a PNM, PAM or PFM file, after checking that the
  * format holds its layout: *len bytes written to hdr. */
 #define GIMG_PNM_HEADER_MAX 160

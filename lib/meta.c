@@ -442,13 +442,19 @@ gimg_status gimg_meta_add_exif(gimg_meta **m, const unsigned char *p, size_t n)
 /* Applies an edit to m's EXIF block in place. A crafted block whose IFDs
  * overlap could be broken by the edit (a value written over another IFD's
  * entry): such a block is dropped, as it would have been on reading had it
- * looked like that. */
+ * looked like that, or where it would say another orientation. */
 static void edit_exif(gimg_meta *m, entry_visit edit, void *user)
 {
     exif_block b;
+    int before = 0, after = 0;
     if (!m->exif || exif_open(&b, m->exif, m->exif_bytes))
         return;
-    if (exif_walk(&b, edit, user) || exif_walk(&b, NULL, NULL))
+    /* The orientation it read as must come out as the image's: an edit of
+     * overlapping entries (the Exif IFD's dimensions written over IFD0's
+     * orientation) could change it. */
+    if (exif_walk(&b, find_orientation, &before) || exif_walk(&b, edit, user) ||
+        exif_walk(&b, find_orientation, &after) ||
+        (before ? after != m->orientation : after != 0 && after != m->orientation))
         gimg_meta_drop(m, GIMG_META_EXIF);
 }
 

@@ -220,6 +220,27 @@ gimg_status gimg_decode_page(const unsigned char *buf, size_t len, const gimg_re
     return st;
 }
 
+gimg_status gimg_decode_in_place(unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                 gimg_image *out, int *kept)
+{
+    *kept = 0;
+    const gimg_codec *c = gimg_codec_sniff(buf, len);
+    if ((!o || o->page == 0) && (c == &gimg_codec_pnm || c == &gimg_codec_pam)) {
+        int viewed = 0;
+        gimg_status st = gimg_pnm_view(buf, len, out, &viewed);
+        /* The mapping is read-only: made writable (copy on write, the file
+         * unchanged), whatever touches the image's rows can. */
+        if (!st && viewed && mprotect(buf, len, PROT_READ | PROT_WRITE) == 0) {
+            out->mapping = buf;
+            out->mapping_bytes = len;
+            *kept = 1;
+            return GIMG_OK;
+        }
+        memset(out, 0, sizeof *out);
+    }
+    return gimg_decode_page(buf, len, o, out);
+}
+
 gimg_status gimg_decode_memory(const unsigned char *buf, size_t len, gimg_image *out)
 {
     return gimg_decode_page(buf, len, NULL, out);

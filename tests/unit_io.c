@@ -1901,6 +1901,134 @@ static void test_pnm_written_bytes(void)
 
 /* PFM by hand: rows bottom to top; scale < 0 little-endian, > 0
  * big-endian, magnitude ignored; a zero or non-numeric scale refused. */
+/* Writes n bytes to a file of the scratch directory and maps it as the
+ * tools read it (gimg_slurp); 1 if done. */
+static int slurp_bytes(const char *name, const void *bytes, size_t n, unsigned char **buf,
+                       size_t *len)
+{
+    const char *path = path_in_dir(name);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(bytes, 1, n, f) == n;
+    ok = f && fclose(f) == 0 && ok;
+    CHECK(ok, "writing %s", path);
+    if (!ok)
+        return 0;
+    gimg_status st = gimg_slurp(path, buf, len);
+    CHECK(st == GIMG_OK, "slurp %s: %s", name, gimg_last_error());
+    return st == GIMG_OK;
+}
+
+/* gimg_decode_in_place: 8-bit binary PNM and PAM files become images over
+ * the file's own mapping, equal to their decoding (header comments, maxval
+ * below 255 kept, odd sizes); the others decode as before and leave the
+ * buffer to the caller; the file stays as it was when the image is
+ * written to (copy on write); gimg_image_free unmaps it (valgrind and ASan
+ * see a leak or a double unmap otherwise). */
+static void test_pnm_in_place(void)
+{
+    static const struct {
+        const char *what;
+        gimg_format f;
+        int w, h, c;
+        gimg_sample s;
+        unsigned maxval;
+        int kept;
+    } cases[] = {
+        {"P6 RGB", GIMG_FMT_PNM, 37, 11, 3, GIMG_U8, 0, 1},
+        {"P5 gray", GIMG_FMT_PNM, 1, 1, 1, GIMG_U8, 0, 1},
+        {"P5 gray maxval 100", GIMG_FMT_PNM, 13, 7, 1, GIMG_U8, 100, 1},
+        {"P7 RGBA", GIMG_FMT_PAM, 5, 9, 4, GIMG_U8, 0, 1},
+        {"P7 gray+alpha", GIMG_FMT_PAM, 8, 3, 2, GIMG_U8, 0, 1},
+        {"P6 16-bit", GIMG_FMT_PNM, 6, 4, 3, GIMG_U16, 0, 0},
+        {"PFM", GIMG_FMT_PFM, 6, 4, 3, GIMG_F32, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        gimg_image src, want, got;
+        unsigned char *file = NULL, *buf = NULL;
+        size_t file_len = 0, len = 0;
+        int kept = -1;
+        if (!random_image(&src, cases[k].w, cases[k].h, cases[k].c, cases[k].s, 40 + k))
+            continue;
+        if (cases[k].maxval) {
+            for (size_t i = 0; i < (size_t)src.height * src.stride_bytes; i++)
+                src.data[i] %= cases[k].maxval + 1;
+            src.maxval = cases[k].maxval;
+        }
+        gimg_write_opts o;
+        gimg_write_opts_init(&o);
+        CHECK(gimg_encode(&src, cases[k].f, &o, &file, &file_len) == GIMG_OK, "%s: encode: %s",
+              cases[k].what, gimg_last_error());
+        if (!file || !slurp_bytes("in-place", file, file_len, &buf, &len)) {
+            free(file);
+            gimg_image_free(&src);
+            continue;
+        }
+        CHECK(gimg_decode_page(buf, len, NULL, &want) == GIMG_OK, "%s", gimg_last_error());
+        CHECK(gimg_decode_in_place(buf, len, NULL, &got, &kept) == GIMG_OK, "%s: %s",
+              cases[k].what, gimg_last_error());
+        CHECK(kept == cases[k].kept, "%s: kept %d", cases[k].what, kept);
+        images_equal(&got, &want, cases[k].what);
+        CHECK(got.maxval == want.maxval, "%s: maxval %u, decoding %u", cases[k].what, got.maxval,
+              want.maxval);
+        if (kept == 1) {
+            CHECK(got.data > buf && got.data + got.stride_bytes * got.height <= buf + len &&
+                      got.mapping == buf,
+                  "%s: not a view of the file's mapping", cases[k].what);
+            got.data[0] ^= 0xff; /* the image's own copy of that page */
+            gimg_image_free(&got);
+            unsigned char *again = NULL;
+            size_t again_len = 0;
+            CHECK(gimg_slurp(path_in_dir("in-place"), &again, &again_len) == GIMG_OK &&
+                      again_len == file_len && !memcmp(again, file, file_len),
+                  "%s: writing to the image changed the file", cases[k].what);
+            gimg_slurp_free(again, again_len);
+        } else {
+            CHECK(got.mapping == NULL, "%s: a mapping without keeping it", cases[k].what);
+            gimg_image_free(&got);
+            gimg_slurp_free(buf, len);
+        }
+        gimg_image_free(&want);
+        gimg_image_free(&src);
+        free(file);
+    }
+
+    /* Files the view leaves to the decoder, which then says what it says
+     * of them: comments in the header (viewed), a sample past the maxval,
+     * a raster cut short, a bitmap, a plain PNM. */
+    static const struct {
+        const char *what;
+        const char *bytes;
+        size_t n;
+        int kept;
+        gimg_status st;
+    } files[] = {
+        {"comments", "P6# c\n2 # w\n1\n#m\n255\n\x01\x02\x03\xfd\xfe\xff", 27, 1, GIMG_OK},
+        {"sample past maxval", "P5\n2 1\n100\n\x05\x65", 13, 0, GIMG_E_FORMAT},
+        {"cut short", "P6\n2 2\n255\n\x01\x02\x03\x04\x05", 16, 0, GIMG_E_FORMAT},
+        {"bitmap", "P4\n8 1\n\xa5", 8, 0, GIMG_OK},
+        {"plain", "P2\n2 1\n255\n7 9\n", 15, 0, GIMG_OK},
+    };
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        gimg_image got, want;
+        int kept = -1;
+        if (!slurp_bytes("in-place-file", files[k].bytes, files[k].n, &buf, &len))
+            continue;
+        const gimg_status want_st = gimg_decode_page(buf, len, NULL, &want);
+        const gimg_status st = gimg_decode_in_place(buf, len, NULL, &got, &kept);
+        CHECK(st == files[k].st && want_st == files[k].st, "%s: %d (decoding %d): %s",
+              files[k].what, (int)st, (int)want_st, gimg_last_error());
+        CHECK(kept == files[k].kept, "%s: kept %d", files[k].what, kept);
+        if (!st && !want_st)
+            images_equal(&got, &want, files[k].what);
+        gimg_image_free(&got);
+        gimg_image_free(&want);
+        if (kept != 1)
+            gimg_slurp_free(buf, len);
+    }
+}
+
 static void test_pfm_read(void)
 {
     /* 2x2 gray: top row (1, 2), bottom row (3, 4); file has 3 4 1 2. */
@@ -2906,6 +3034,7 @@ int main(void)
     RUN(test_pnm_maxval_written);
     RUN(test_maxval_conversions);
     RUN(test_pnm_written_bytes);
+    RUN(test_pnm_in_place);
     RUN(test_pfm_read);
     RUN(test_pam_tupltypes);
     RUN(test_pnm_stream);
