@@ -83,13 +83,68 @@ struct gimg_gpu_jpeg {
  * memory, GIMG_E_DEVICE otherwise. */
 static gimg_status nv_fail(int s, const char *what)
 {
+    if (s == GIMG_NVJPEG_ALLOCATOR_FAILURE)
+        return gimg_fail(GIMG_E_NOMEM, "nvJPEG: %s: out of GPU memory (the device's, or "
+                                       "GIMG_GPU_MEM_LIMIT)", what);
     gimg_status st = s == GIMG_NVJPEG_BAD_JPEG || s == GIMG_NVJPEG_JPEG_NOT_SUPPORTED ||
                              s == GIMG_NVJPEG_INCOMPLETE_BITSTREAM
                          ? GIMG_E_FORMAT
-                     : s == GIMG_NVJPEG_ALLOCATOR_FAILURE ? GIMG_E_NOMEM
-                                                          : GIMG_E_DEVICE;
+                         : GIMG_E_DEVICE;
     return gimg_fail(st, "nvJPEG: %s: %s", what, gimg_nvjpeg_status_name(s));
 }
+
+/* nvJPEG's device memory goes through gimg_gpu_malloc, so that
+ * GIMG_GPU_MEM_LIMIT counts it with the tool's own buffers. nvJPEG frees
+ * by address alone: the sizes are kept here (a few dozen blocks a GPU). A
+ * refused allocation fails nvJPEG's call (an allocator failure), and the
+ * image goes to the CPU's codecs. */
+static pthread_mutex_t g_nv_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nv_block {
+    void *d_ptr;
+    size_t bytes;
+} *g_nv_blocks;
+static size_t g_nv_n_blocks, g_nv_blocks_cap;
+
+static int nv_dev_malloc(void **d_ptr, size_t bytes)
+{
+    if (gimg_gpu_malloc(d_ptr, bytes))
+        return 1;
+    pthread_mutex_lock(&g_nv_blocks_lock);
+    if (g_nv_n_blocks == g_nv_blocks_cap) {
+        const size_t cap = g_nv_blocks_cap ? 2 * g_nv_blocks_cap : 64;
+        struct nv_block *grown = realloc(g_nv_blocks, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&g_nv_blocks_lock);
+            gimg_gpu_free(*d_ptr, bytes);
+            *d_ptr = NULL;
+            return 1;
+        }
+        g_nv_blocks = grown;
+        g_nv_blocks_cap = cap;
+    }
+    g_nv_blocks[g_nv_n_blocks++] = (struct nv_block){*d_ptr, bytes};
+    pthread_mutex_unlock(&g_nv_blocks_lock);
+    return 0;
+}
+
+static int nv_dev_free(void *d_ptr)
+{
+    size_t bytes = 0;
+    if (!d_ptr)
+        return 0;
+    pthread_mutex_lock(&g_nv_blocks_lock);
+    for (size_t i = g_nv_n_blocks; i-- > 0;)
+        if (g_nv_blocks[i].d_ptr == d_ptr) {
+            bytes = g_nv_blocks[i].bytes;
+            g_nv_blocks[i] = g_nv_blocks[--g_nv_n_blocks];
+            break;
+        }
+    pthread_mutex_unlock(&g_nv_blocks_lock);
+    gimg_gpu_free(d_ptr, bytes);
+    return 0;
+}
+
+static gimg_nvjpeg_dev_allocator g_nv_allocator = {nv_dev_malloc, nv_dev_free};
 
 #define NV(call, what)                                                                   \
     do {                                                                                 \
@@ -112,7 +167,8 @@ static gimg_status open_handle(const gimg_nvjpeg_api *api, gimg_nvjpeg_handle *h
     int s = GIMG_NVJPEG_NOT_INITIALIZED;
     for (int b = 0; b < 2; b++)
         for (int f = 0; f < 2; f++)
-            if ((s = api->CreateEx(backends[b], NULL, NULL, flags[f], h)) == GIMG_NVJPEG_SUCCESS) {
+            if ((s = api->CreateEx(backends[b], &g_nv_allocator, NULL, flags[f], h)) ==
+                GIMG_NVJPEG_SUCCESS) {
                 *hardware = b == 0;
                 return GIMG_OK;
             }

@@ -77,12 +77,19 @@ typedef struct nvjpegEncoderState *gimg_nvjpeg_enc_state;
 typedef struct nvjpegEncoderParams *gimg_nvjpeg_enc_params;
 typedef struct CUstream_st *gimg_nvjpeg_stream;
 
+/* nvjpegDevAllocator_t: nvJPEG's device memory, as cudaMalloc and cudaFree
+ * take it (0: success). */
+typedef struct {
+    int (*dev_malloc)(void **ptr, size_t bytes);
+    int (*dev_free)(void *ptr);
+} gimg_nvjpeg_dev_allocator;
+
 /* The entry points, each named as nvJPEG names it without "nvjpeg". */
 typedef struct {
     int (*GetProperty)(int type, int *value);
-    /* dev_allocator and pinned_allocator: NULL (cudaMalloc, cudaHostAlloc). */
-    int (*CreateEx)(int backend, void *dev_allocator, void *pinned_allocator, unsigned flags,
-                    gimg_nvjpeg_handle *handle);
+    /* dev_allocator, pinned_allocator: NULL for cudaMalloc, cudaHostAlloc. */
+    int (*CreateEx)(int backend, gimg_nvjpeg_dev_allocator *dev_allocator,
+                    void *pinned_allocator, unsigned flags, gimg_nvjpeg_handle *handle);
     int (*Destroy)(gimg_nvjpeg_handle handle);
     int (*JpegStateCreate)(gimg_nvjpeg_handle handle, gimg_nvjpeg_state *state);
     int (*JpegStateDestroy)(gimg_nvjpeg_state state);

@@ -161,11 +161,12 @@ why=""
 cmp -s m100-cpu.jpg m100-gpu.jpg || why="differs from --device cpu: $(grep codecs err.txt)"
 result gpu-codecs-maxval-below-full "$why"
 
-# Out of GPU memory (GIMG_GPU_MEM_LIMIT): at once (no room to decode a
-# 640x480 photo, 921600 bytes), and after the decode (room for it, not for
-# the convolution's buffers beside it: the operation fails on the GPU, and
-# the image is decoded again by libjpeg-turbo and convolved on the CPU).
-# Either way the CPU path's bytes, and -v says so.
+# Out of GPU memory (GIMG_GPU_MEM_LIMIT, which counts nvJPEG's buffers
+# too): at once (no room for nvJPEG, or to decode a 640x480 photo, 921600
+# bytes), and later (room for the decoded photo, not for nvJPEG's buffers
+# or the convolution's beside it: whatever fails on the GPU, the image is
+# decoded again by libjpeg-turbo and convolved on the CPU). Either way the
+# CPU path's bytes, and -v says so.
 "$PROG" --device cpu -k gaussian:2 in/a420.jpg oom-cpu.jpg
 for limit in 1000 1000000; do
     GIMG_GPU_MEM_LIMIT=$limit "$PROG" --device gpu --codecs auto -v -k gaussian:2 in/a420.jpg \

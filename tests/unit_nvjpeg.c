@@ -323,6 +323,14 @@ SAME(GIMG_NVJPEG_PATCH_LEVEL, PATCH_LEVEL);
 _Static_assert(sizeof(gimg_nvjpeg_image) == sizeof(nvjpegImage_t), "nvjpegImage_t's size");
 _Static_assert(offsetof(gimg_nvjpeg_image, pitch) == offsetof(nvjpegImage_t, pitch),
                "nvjpegImage_t's layout");
+_Static_assert(sizeof(gimg_nvjpeg_dev_allocator) == sizeof(nvjpegDevAllocator_t) &&
+                   offsetof(gimg_nvjpeg_dev_allocator, dev_free) ==
+                       offsetof(nvjpegDevAllocator_t, dev_free) &&
+                   __builtin_types_compatible_p(__typeof__(((gimg_nvjpeg_dev_allocator *)0)->dev_malloc),
+                                                tDevMalloc) &&
+                   __builtin_types_compatible_p(__typeof__(((gimg_nvjpeg_dev_allocator *)0)->dev_free),
+                                                tDevFree),
+               "nvjpegDevAllocator_t");
 _Static_assert(sizeof(int) == sizeof(nvjpegStatus_t) && sizeof(int) == sizeof(nvjpegBackend_t) &&
                    sizeof(int) == sizeof(nvjpegChromaSubsampling_t),
                "enums passed as int");
