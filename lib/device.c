@@ -5,10 +5,10 @@
  * keeps work below each operation's measured break-even size on the CPU, so
  * that a small image through a pipe of tools pays no GPU start-up at all.
  *
- * A batch computes on lanes, two per GPU of the device list, each with its
- * own stream and buffers (gimg_gpu); the pipeline's compute threads bind
- * to one lane each, and lane L uses GPU L mod n, so that consecutive lanes
- * spread over the GPUs. The GPUs of a list start up in parallel.
+ * A batch computes on lanes, two per GPU of the device list (sixteen with
+ * the GPU codecs), each with its own stream and buffers (gimg_gpu); the
+ * pipeline's compute threads bind to one lane each, and lane L uses GPU L
+ * mod n, so that consecutive lanes spread over the GPUs. The GPUs of a list start up in parallel.
  */
 #include "ctx_internal.h"
 #include "gpu_internal.h"

@@ -349,7 +349,8 @@ int gimg_built_with_cuda(void);
 
 /* One per process: which backend runs, the GPUs' lanes (a stream each, with
  * reusable device and pinned buffers: two per GPU, so that one lane's
- * copies overlap the other's kernels), timings for -v. Created by
+ * copies overlap the other's kernels; sixteen with the GPU's JPEG codecs),
+ * timings for -v. Created by
  * gimg_ctx_open(), released by gimg_ctx_close(). */
 typedef struct gimg_ctx gimg_ctx;
 
@@ -363,8 +364,8 @@ void gimg_ctx_close(gimg_ctx *ctx);
 void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes);
 
 /* How many lanes a batch may compute on at once: two per GPU of the device
- * list (gpu:all asks CUDA how many there are, waiting for that much of its
- * start-up), 1 for the CPU. */
+ * list, sixteen with the GPU codecs (gpu:all asks CUDA how many GPUs there
+ * are, waiting for that much of its start-up), 1 for the CPU. */
 int gimg_ctx_lanes(gimg_ctx *ctx);
 /* Binds the calling thread to lane `lane` (0 to gimg_ctx_lanes() - 1): the
  * operations it then runs use that lane's GPU and stream, whatever the

@@ -60,7 +60,8 @@ typedef struct gimg_dimage {
 #define GIMG_GPU_SLOT_DECODED 2
 
 /* One lane of a GPU: a stream and what it reuses from image to image. A
- * context holds two per GPU (device.c); gimg_gpu_open makes one. */
+ * context holds two per GPU, or sixteen with the GPU codecs (device.c);
+ * gimg_gpu_open makes one. */
 typedef struct gimg_gpu {
     int device;
     char name[256];
