@@ -464,7 +464,9 @@ void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep)
 {
     gpu_slot *slot;
     gimg_gpu *g;
-    if (lane_gpu(ctx, &slot, &g) == GIMG_OK)
+    /* Only a job with the GPU codecs has a lane to tell: any other would
+     * start CUDA here (--device cpu included). */
+    if (ctx->want_jpeg && lane_gpu(ctx, &slot, &g) == GIMG_OK)
         gimg_gpu_keep_outputs(g, keep && g->jpeg);
 }
 
