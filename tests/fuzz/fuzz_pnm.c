@@ -1,12 +1,15 @@
 /*
  * fuzz_pnm — the netpbm readers of pnm.c (PBM/PGM/PPM plain and raw, PAM,
- * PFM) by both of their sources: a buffer in memory (gimg_decode_memory,
- * what the tools read files with) and a stream (gimg_read_pnm_stream, for
- * concatenated images, read here from fmemopen()).
+ * PFM) by all of their sources: a buffer in memory (gimg_decode_memory),
+ * the buffer viewed in place (gimg_pnm_view, what the tools read 8-bit
+ * files with) and a stream (gimg_read_pnm_stream, for concatenated images,
+ * read here from fmemopen()).
  *
- * Checked: a failure says why; the probe agrees with the decoder; when the
- * buffer decodes, the stream's first image decodes to the same pixels; the
- * stream reader ends (at most as many images as the input has bytes).
+ * Checked: a failure says why; the probe agrees with the decoder; a view
+ * is taken only of what decodes, to the same pixels and maxval, its rows
+ * inside the buffer; when the buffer decodes, the stream's first image
+ * decodes to the same pixels; the stream reader ends (at most as many
+ * images as the input has bytes).
  */
 #include "fuzz.h"
 #include "io_internal.h"
@@ -53,6 +56,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(mem.width == info.width && mem.height == info.height &&
                        mem.channels == info.channels && mem.sample == info.sample,
                    "probe and decoder disagree");
+    }
+
+    gimg_image view;
+    int viewed = -1;
+    FUZZ_CHECK(gimg_pnm_view(data, size, &view, &viewed) == GIMG_OK && viewed >= 0,
+               "the view failed");
+    if (viewed) {
+        FUZZ_CHECK(st == GIMG_OK && same_pixels(&view, &mem) && view.maxval == mem.maxval,
+                   "a view of what does not decode to it (%s)", st ? gimg_last_error() : "pixels");
+        FUZZ_CHECK(view.data >= data && view.data + view.stride_bytes * (size_t)view.height <=
+                                            data + size,
+                   "a view past the buffer");
+    } else {
+        FUZZ_CHECK(!view.data && !view.width, "a refused view left an image");
     }
 
     if (size == 0)
