@@ -395,10 +395,18 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
     return GIMG_OK;
 }
 
+/* The model's times for `megapixels` of JPEG: on the CPU's codecs with
+ * `threads` threads, and on the GPU's with their start-up. */
+static void jpeg_codec_ms(double megapixels, int threads, double *cpu_ms, double *gpu_ms)
+{
+    *cpu_ms = megapixels * GIMG_JPEG_CPU_MS_PER_MP / (threads > 0 ? threads : 1);
+    *gpu_ms = GIMG_JPEG_GPU_START_MS + megapixels * GIMG_JPEG_GPU_MS_PER_MP;
+}
+
 int gimg_auto_gpu_codecs(double megapixels, int threads)
 {
-    const double cpu_ms = megapixels * GIMG_JPEG_CPU_MS_PER_MP / (threads > 0 ? threads : 1);
-    const double gpu_ms = GIMG_JPEG_GPU_START_MS + megapixels * GIMG_JPEG_GPU_MS_PER_MP;
+    double cpu_ms, gpu_ms;
+    jpeg_codec_ms(megapixels, threads, &cpu_ms, &gpu_ms);
     return megapixels > 0 && gpu_ms < cpu_ms;
 }
 
@@ -410,13 +418,14 @@ int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads)
     if (ctx->dev.kind == GIMG_DEV_GPU) {
         ctx->want_jpeg = 1;
     } else if (ctx->dev.kind == GIMG_DEV_AUTO && jpeg_megapixels > 0) {
+        double cpu_ms, gpu_ms;
+        jpeg_codec_ms(jpeg_megapixels, threads, &cpu_ms, &gpu_ms);
         ctx->want_jpeg = gimg_auto_gpu_codecs(jpeg_megapixels, threads);
         snprintf(ctx->jpeg_auto, sizeof ctx->jpeg_auto,
                  "--device auto: %s for about %.0f MP of JPEG (the CPU's codecs: %.1f s on %d "
                  "threads; the GPU's: %.1f s with their start-up)",
                  ctx->want_jpeg ? "the GPU's codecs" : "the CPU's codecs", jpeg_megapixels,
-                 jpeg_megapixels * GIMG_JPEG_CPU_MS_PER_MP / (threads > 0 ? threads : 1) / 1e3,
-                 threads, (GIMG_JPEG_GPU_START_MS + jpeg_megapixels * GIMG_JPEG_GPU_MS_PER_MP) / 1e3);
+                 cpu_ms / 1e3, threads, gpu_ms / 1e3);
         if (ctx->want_jpeg)
             start_init(ctx);
     }

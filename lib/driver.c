@@ -204,9 +204,7 @@ static int keep_for_gpu(job *j, item *it, unsigned char *buf, size_t len, int ma
     if ((*st = gimg_jpeg_read_header(buf, len, im, &facts)))
         return 0; /* decoding would give the same error: let it */
     if (facts.gpu_refusal) {
-        char why[96];
-        snprintf(why, sizeof why, "%s", facts.gpu_refusal);
-        gimg_ctx_count_cpu_codec(j->ctx, why);
+        gimg_ctx_count_cpu_codec(j->ctx, facts.gpu_refusal);
         gimg_image_free(im);
         return 0;
     }
