@@ -111,6 +111,31 @@ static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gi
     return gimg_conv(ctx, in, &s->opts, out);
 }
 
+/* An image read in bands (gimg(7) LARGE IMAGES): gimg_conv_bands, which
+ * gives the same rows as the whole image's convolution on the CPU. The
+ * wrap border, whose first rows need the image's last, reads it whole. */
+static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                               const gimg_image *header, void **state)
+{
+    const settings *s = user;
+    gimg_conv_bands *cb;
+    gimg_status st = gimg_conv_bands_begin(header, &s->opts, &cb);
+    *state = cb;
+    return st;
+}
+
+static gimg_status bands_transform(void *user, void *state, const gimg_image *band, int y0,
+                                   gimg_image *out, int *out_y0)
+{
+    return gimg_conv_bands_add(state, band, out, out_y0);
+}
+
+static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FILE *out)
+{
+    gimg_conv_bands_free(state);
+    return GIMG_OK;
+}
+
 int main(int argc, char **argv)
 {
     settings s = {.normalize = 1};
@@ -121,7 +146,7 @@ int main(int argc, char **argv)
         .options = k_options,
         .handle = handle_option,
         .user = &s,
-        .with = GIMG_CLI_WITH_BATCH,
+        .with = GIMG_CLI_WITH_BATCH | GIMG_CLI_WITH_BANDS,
         .epilogue =
             "Named kernels: box:R, gaussian:SIGMA[:RADIUS], sharpen, unsharp:SIGMA[:AMOUNT],\n"
             "laplacian, log:SIGMA, emboss, edge, sobel-x, sobel-y, scharr-x, scharr-y,\n"
@@ -163,7 +188,12 @@ int main(int argc, char **argv)
             fputc('\n', stderr);
         }
     gimg_install_signal_cleanup();
-    const gimg_driver driver = {.tool = TOOL, .transform = transform, .user = &s};
+    const gimg_driver driver = {
+        .tool = TOOL,
+        .transform = transform,
+        .bands = {.begin = bands_begin, .transform = bands_transform, .end = bands_end},
+        .user = &s,
+    };
     rc = gimg_drive(&driver, &c);
     for (int i = 0; i < s.n_specs; i++)
         gimg_kernel_free(&kernels[i]);

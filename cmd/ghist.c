@@ -311,56 +311,49 @@ typedef struct {
  * standard output when both do. */
 enum { IMG_EQUALIZED, IMG_PLOT };
 
-/* One input: count and report, plot, or equalize. */
-static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
-                          const gimg_image *im, FILE *out)
+/* The bins for im (its layout; no pixels needed): the defaults follow the
+ * maxval (gimg_hist_default_params); a range given alone gets 256 bins,
+ * as it always had; --equalize counts with the defaults. */
+static void bins_for(const settings *s, const gimg_image *im, gimg_hist_params *p)
 {
-    const job *j = user;
-    const settings *s = j->s;
-    gimg_hist h = {0};
-    selection sel;
-    double *v = NULL;
-    gimg_status st = GIMG_OK;
-    if (s->equalize) {
-        st = gimg_hist_equalize(ctx, im, s->luma, &item->image[IMG_EQUALIZED]);
-        if (st || !s->plot)
-            return st;
-    }
-    gimg_hist_params p;
-    gimg_hist_default_params(im, &p);
+    gimg_hist_default_params(im, p);
     if (!s->equalize) {
-        /* The defaults follow the maxval (gimg_hist_default_params); a
-         * range given alone gets 256 bins, as it always had. */
         if (s->have_bins || s->have_range)
-            p.bins = s->have_bins ? s->p.bins : 256;
+            p->bins = s->have_bins ? s->p.bins : 256;
         if (s->have_range) {
-            p.lo = s->p.lo;
-            p.hi = s->p.hi;
+            p->lo = s->p.lo;
+            p->hi = s->p.hi;
         }
     }
-    p.luma = s->luma || (s->channel_mask & CH_LUMA_BIT);
-    st = gimg_hist_compute(ctx, im, &p, &h);
-    if (!st)
-        st = select_channels(s, im->channels, &h, &sel);
+    p->luma = s->luma || (s->channel_mask & CH_LUMA_BIT);
+}
+
+/* The report of h, the histogram of im (its layout), and its plot. */
+static gimg_status report_hist(const settings *s, gimg_driver_item *item, const gimg_image *im,
+                               const gimg_hist *h, FILE *out)
+{
+    selection sel;
+    double *v = NULL;
+    gimg_status st = select_channels(s, im->channels, h, &sel);
     if (!st)
         item->tag = sel.columns;
     const double pixels = (double)im->width * im->height;
     if (!st && !s->equalize) {
         /* CSV: the header on every report; emit prints the first and checks
          * that the others have its columns (item->tag). */
-        if (!(v = values(s, &h, &sel, pixels)))
+        if (!(v = values(s, h, &sel, pixels)))
             st = gimg_fail(GIMG_E_NOMEM, "out of memory");
         else if (s->json)
-            print_json(out, s, item->name, &h, &sel, v);
+            print_json(out, s, item->name, h, &sel, v);
         else if (s->csv)
-            print_csv(out, s, item->name, !item->single, &h, &sel, v);
+            print_csv(out, s, item->name, !item->single, h, &sel, v);
         else
-            print_table(out, s, item->name, im, &h, &sel, v);
+            print_table(out, s, item->name, im, h, &sel, v);
     }
     if (!st && s->plot) {
         gimg_hist_plot_opts o = {.title = item->name, .cumulative = s->cumulative,
                                  .normalize = s->fractions, .pixels = (uint64_t)pixels};
-        st = gimg_hist_plot(&h, sel.mask, sel.all_names, &o, &item->image[IMG_PLOT]);
+        st = gimg_hist_plot(h, sel.mask, sel.all_names, &o, &item->image[IMG_PLOT]);
         /* The plot's format is its extension's (-f is the equalized image's),
          * PNG without one. */
         item->write[IMG_PLOT].format =
@@ -368,7 +361,78 @@ static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                                                                               : GIMG_FMT_UNKNOWN;
     }
     free(v);
+    return st;
+}
+
+/* One input: count and report, plot, or equalize. */
+static gimg_status report(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                          const gimg_image *im, FILE *out)
+{
+    const job *j = user;
+    const settings *s = j->s;
+    gimg_hist h = {0};
+    gimg_status st = GIMG_OK;
+    if (s->equalize) {
+        st = gimg_hist_equalize(ctx, im, s->luma, &item->image[IMG_EQUALIZED]);
+        if (st || !s->plot)
+            return st;
+    }
+    gimg_hist_params p;
+    bins_for(s, im, &p);
+    if (!(st = gimg_hist_compute(ctx, im, &p, &h)))
+        st = report_hist(s, item, im, &h, out);
     gimg_hist_free(&h);
+    return st;
+}
+
+/* ------------------------------------------------------ large images */
+
+/* An image read in bands (gimg(7) LARGE IMAGES): the bands' counts added
+ * up, which are the whole image's (counts are exact). --equalize, which
+ * maps every pixel by the whole histogram, reads the image whole. */
+typedef struct {
+    gimg_ctx *ctx;
+    gimg_image header;
+    gimg_hist_params p;
+    gimg_hist h;
+} banded;
+
+static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                               const gimg_image *header, void **state)
+{
+    const job *j = user;
+    *state = NULL;
+    if (j->s->equalize)
+        return GIMG_OK;
+    banded *b = calloc(1, sizeof *b);
+    if (!b)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    b->ctx = ctx;
+    b->header = *header;
+    b->header.meta = NULL;
+    bins_for(j->s, header, &b->p);
+    *state = b;
+    return GIMG_OK;
+}
+
+static gimg_status bands_add(void *user, void *state, const gimg_image *band, int y0)
+{
+    banded *b = state;
+    gimg_hist part = {0};
+    gimg_status st = gimg_hist_compute(b->ctx, band, &b->p, &part);
+    if (!st)
+        st = gimg_hist_add(&b->h, &part);
+    gimg_hist_free(&part);
+    return st;
+}
+
+static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FILE *out)
+{
+    const job *j = user;
+    banded *b = state;
+    gimg_status st = out ? report_hist(j->s, item, &b->header, &b->h, out) : GIMG_OK;
+    gimg_hist_free(&b->h);
+    free(b);
     return st;
 }
 
@@ -429,7 +493,7 @@ int main(int argc, char **argv)
         .handle = handle_option,
         .user = &s,
         .omit = GIMG_CLI_NO_OUTPUT,
-        .with = GIMG_CLI_WITH_BATCH,
+        .with = GIMG_CLI_WITH_BATCH | GIMG_CLI_WITH_BANDS,
         .renamed = k_renamed,
         .epilogue =
             "Prints a table of bin, lower edge and a count per channel; samples outside\n"
@@ -458,6 +522,7 @@ int main(int argc, char **argv)
         .emit = emit,
         .images = {[IMG_EQUALIZED] = {s.equalize, "--equalize", 1},
                    [IMG_PLOT] = {s.plot, "--plot", 0}},
+        .bands = {.begin = bands_begin, .add = bands_add, .end = bands_end},
         .user = &j,
     };
     return gimg_drive(&driver, &c);

@@ -679,6 +679,20 @@ static gimg_status check_conditions(const settings *s, const report *r, int *n_h
     return GIMG_OK;
 }
 
+/* The report, in the form the options ask for. */
+static void print_report(FILE *out, const settings *s, const gimg_driver_item *item,
+                         const report *r, const char *ref_name)
+{
+    if (s->bare && item->single)
+        print_bare(out, s, r);
+    else if (s->json)
+        print_json(out, s, r, ref_name);
+    else if (s->csv)
+        print_csv(out, s, r, ref_name);
+    else
+        print_table(out, s, r, ref_name);
+}
+
 /* One input: measure, and print the report to out. */
 static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                               const gimg_image *im, FILE *out)
@@ -728,16 +742,82 @@ static gimg_status report_one(void *user, gimg_ctx *ctx, gimg_driver_item *item,
         if (n_held)
             atomic_fetch_add(&j->beyond, 1);
     }
-    const char *ref_name = ref ? gimg_cli_name(s->reference, 0) : NULL;
-    if (s->bare && item->single)
-        print_bare(out, s, &r);
-    else if (s->json)
-        print_json(out, s, &r, ref_name);
-    else if (s->csv)
-        print_csv(out, s, &r, ref_name);
-    else
-        print_table(out, s, &r, ref_name);
+    print_report(out, s, item, &r, ref ? gimg_cli_name(s->reference, 0) : NULL);
     return GIMG_OK;
+}
+
+/* ------------------------------------------------------ large images */
+
+/* Statistics of an image read in bands (gimg(7) LARGE IMAGES): the rows
+ * of the region, as they come, to gimg_stats_add; the same figures as the
+ * whole image's. Compare mode, and float order statistics, read the
+ * image whole. */
+typedef struct {
+    gimg_stats_acc *acc;
+    gimg_image header;
+    gimg_region region;
+} banded;
+
+static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                               const gimg_image *header, void **state)
+{
+    const job *j = user;
+    const settings *s = j->s;
+    *state = NULL;
+    if (j->have_ref || (s->opts.order && header->sample == GIMG_F32))
+        return GIMG_OK;
+    banded *b = calloc(1, sizeof *b);
+    if (!b)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_region whole = {header->width, header->height, 0, 0};
+    b->header = *header;
+    b->header.meta = NULL;
+    b->region = whole;
+    gimg_status st = check_channels(s, header->channels);
+    if (!st && s->have_region)
+        st = gimg_region_clip(&s->region, header->width, header->height, &b->region);
+    gimg_image measured_layout = b->header;
+    measured_layout.width = b->region.width;
+    measured_layout.height = b->region.height;
+    if (!st)
+        st = gimg_stats_begin(&measured_layout, &s->opts, &b->acc);
+    if (st) {
+        free(b);
+        return st;
+    }
+    *state = b;
+    return GIMG_OK;
+}
+
+static gimg_status bands_add(void *user, void *state, const gimg_image *band, int y0)
+{
+    banded *b = state;
+    const gimg_region *g = &b->region;
+    const int top = y0 > g->y ? y0 : g->y;
+    const int end = y0 + band->height < g->y + g->height ? y0 + band->height : g->y + g->height;
+    if (top >= end)
+        return GIMG_OK;
+    gimg_region part = {g->width, end - top, g->x, top - y0};
+    gimg_image view;
+    gimg_image_view(band, &part, &view);
+    return gimg_stats_add(b->acc, &view);
+}
+
+static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FILE *out)
+{
+    const job *j = user;
+    banded *b = state;
+    gimg_stats stats;
+    gimg_status st = gimg_stats_end(b->acc, out ? &stats : NULL);
+    if (!st && out) {
+        const gimg_image *im = &b->header;
+        const report r = {.name = item->name, .im = im, .region = b->region, .stats = &stats,
+                          .channels = im->channels, .sample = im->sample,
+                          .maxval = im->sample == GIMG_F32 ? 0 : im->maxval};
+        print_report(out, j->s, item, &r, NULL);
+    }
+    free(b);
+    return st;
 }
 
 /* In input order: tables apart by a blank line. */
@@ -766,7 +846,7 @@ int main(int argc, char **argv)
         .handle = handle_option,
         .user = &s,
         .omit = GIMG_CLI_NO_WRITE_OPTS | GIMG_CLI_NO_OUTPUT,
-        .with = GIMG_CLI_WITH_BATCH,
+        .with = GIMG_CLI_WITH_BATCH | GIMG_CLI_WITH_BANDS,
         .epilogue =
             "Statistics: count, nan, inf, min, max, sum, mean, stddev, median, entropy and\n"
             "pN (the N-th percentile). With --compare: count, differing, pixels_differing,\n"
@@ -789,7 +869,9 @@ int main(int argc, char **argv)
     job j = {.s = &s};
     const gimg_driver driver = {.tool = TOOL, .report = report_one, .emit = emit,
                                 .prepare = prepare, .user = &j,
-                                .images = {{s.diff_image, "--diff-image", 0}}};
+                                .images = {{s.diff_image, "--diff-image", 0}},
+                                .bands = {.begin = bands_begin, .add = bands_add,
+                                          .end = bands_end}};
     rc = gimg_drive(&driver, &c);
     gimg_image_free(&j.ref);
     /* Compare mode's statuses are cmp(1)'s: 1 beyond a threshold, 2 trouble. */

@@ -12,6 +12,8 @@
 #include "driver.h"
 #include "gimg_orient.h"
 
+#include <stdlib.h>
+
 #define TOOL "gtranspose"
 
 enum { OPT_OP };
@@ -42,6 +44,45 @@ static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gi
     return gimg_orient(ctx, in, s->op, out);
 }
 
+/* An image read in bands (gimg(7) LARGE IMAGES): each band put where the
+ * symmetry sends it in the output, which is held whole (one image, not
+ * two). --op auto, whose symmetry may come from metadata that follows the
+ * pixels, reads the image whole. */
+static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                               const gimg_image *header, void **state)
+{
+    settings *s = user;
+    *state = NULL;
+    if (s->op == GIMG_ORIENT_AUTO)
+        return GIMG_OK;
+    gimg_image *copy = malloc(sizeof *copy);
+    if (!copy)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gimg_status st = gimg_orient_bands_begin(header, s->op, &item->image[0]);
+    if (st) {
+        free(copy);
+        return st;
+    }
+    *copy = *header;
+    copy->meta = NULL;
+    *state = copy;
+    return GIMG_OK;
+}
+
+static gimg_status bands_place(void *user, void *state, gimg_driver_item *item,
+                               const gimg_image *band, int y0)
+{
+    const settings *s = user;
+    gimg_orient_bands_add(state, s->op, band, y0, &item->image[0]);
+    return GIMG_OK;
+}
+
+static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FILE *out)
+{
+    free(state);
+    return GIMG_OK;
+}
+
 int main(int argc, char **argv)
 {
     settings s = {GIMG_ORIENT_TRANSPOSE};
@@ -51,7 +92,7 @@ int main(int argc, char **argv)
         .options = k_options,
         .handle = handle_option,
         .user = &s,
-        .with = GIMG_CLI_WITH_BATCH,
+        .with = GIMG_CLI_WITH_BATCH | GIMG_CLI_WITH_BANDS,
         .epilogue = "INPUT and OUTPUT may be '-' for standard input and output; without\n"
                     "INPUT, standard input is read when it is not a terminal; without\n"
                     "OUTPUT or -o the image goes to standard output. A PNM/PAM stream on\n"
@@ -63,6 +104,11 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     gimg_install_signal_cleanup();
-    const gimg_driver driver = {.tool = TOOL, .transform = transform, .user = &s};
+    const gimg_driver driver = {
+        .tool = TOOL,
+        .transform = transform,
+        .bands = {.begin = bands_begin, .place = bands_place, .end = bands_end},
+        .user = &s,
+    };
     return gimg_drive(&driver, &c);
 }

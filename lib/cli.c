@@ -7,6 +7,7 @@
  * (the unit tests).
  */
 #include "cli.h"
+#include "band.h"
 #include "batch.h"
 
 #include <ctype.h>
@@ -39,7 +40,8 @@ enum {
     K_COMPRESS = -19,
     K_LOSSLESS = -20,
     K_STRIP = -21,
-    K_CODECS = -22
+    K_CODECS = -22,
+    K_BAND_ROWS = -23
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
@@ -67,6 +69,7 @@ static const gimg_cli_option k_common[] = {
                        "auto)",
      K_CODECS},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
+    {"band-rows", 0, "N", NULL, K_BAND_ROWS},
     {"jobs", 'j', "N", NULL, K_JOBS},
     {"files-from", 0, "FILE", "read more inputs from FILE ('-': standard input), one per line",
      K_FILES_FROM},
@@ -106,6 +109,11 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
         snprintf(buf, size, "refuse images of more than N pixels (default %llu)",
                  (unsigned long long)GIMG_DEFAULT_MAX_PIXELS);
         return buf;
+    case K_BAND_ROWS:
+        snprintf(buf, size, "read an image taller than N rows N rows at a time (default: "
+                            "images of more than %llu pixels, about %zu MB a band)",
+                 (unsigned long long)GIMG_BAND_MIN_PIXELS, GIMG_BAND_BYTES >> 20);
+        return buf;
     default:
         return o->help ? o->help : "";
     }
@@ -140,6 +148,8 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
         return (spec->with & GIMG_CLI_WITH_BATCH) != 0;
     case K_OUTPUT:
         return !(spec->omit & GIMG_CLI_NO_OUTPUT);
+    case K_BAND_ROWS:
+        return (spec->with & GIMG_CLI_WITH_BANDS) != 0;
     default:
         return 1;
     }
@@ -493,6 +503,11 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         return gimg_cli_parse_u64(name, arg, 1,
                                   (uint64_t)GIMG_MAX_DIMENSION * (uint64_t)GIMG_MAX_DIMENSION,
                                   &c->max_pixels);
+    case K_BAND_ROWS:
+        if ((st = gimg_cli_parse_int(name, arg, 1, GIMG_MAX_DIMENSION, &v)))
+            return st;
+        c->band_rows = (int)v;
+        return GIMG_OK;
     case K_JOBS:
         if ((st = gimg_cli_parse_int(name, arg, 1, 1024, &v)))
             return st;

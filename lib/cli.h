@@ -11,6 +11,9 @@
  *   --device auto|cpu|gpu|gpu:N, --codecs auto|cpu, --max-pixels N,
  *   -v/--verbose, -q/--quiet, -h/--help, --version
  *
+ * --band-rows N for tools that read large images in bands
+ * (spec.with = GIMG_CLI_WITH_BANDS),
+ *
  * and, for tools that take many inputs (spec.with = GIMG_CLI_WITH_BATCH),
  *
  *   -j/--jobs N, --files-from FILE, -0/--null, --fail-fast, --progress,
@@ -87,9 +90,10 @@ enum {
 
 /* Common options a tool may add (spec.with). */
 enum {
-    GIMG_CLI_WITH_BATCH = 1 << 0 /* many inputs: -j/--jobs, --files-from, -0/--null,
-                                    --fail-fast, --progress, --no-progress; with -o
-                                    every operand is an input */
+    GIMG_CLI_WITH_BATCH = 1 << 0, /* many inputs: -j/--jobs, --files-from, -0/--null,
+                                     --fail-fast, --progress, --no-progress; with -o
+                                     every operand is an input */
+    GIMG_CLI_WITH_BANDS = 1 << 1  /* --band-rows: large images read in bands (band.h) */
 };
 
 typedef struct {
@@ -125,6 +129,8 @@ typedef struct {
     gimg_device device;      /* --device, else $GIMG_DEVICE, else auto; with --codecs */
     int cpu_codecs;          /* --codecs cpu (copied into device.cpu_codecs) */
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
+    int band_rows;           /* GIMG_CLI_WITH_BANDS: --band-rows, else 0 (the default
+                                bands, gimg_band_rows) */
     int verbose;             /* -v: report backend and timings on stderr */
     int quiet;               /* -q: no warnings on stderr */
     /* GIMG_CLI_WITH_BATCH only: */

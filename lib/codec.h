@@ -71,6 +71,26 @@ typedef struct gimg_codec {
     /* Optional: the kinds of m the format holds but cannot hold at m's
      * size (JPEG: a marker holds 64 KiB), dropped as the others are. */
     unsigned (*unfit_meta)(const gimg_meta *m);
+    /* Optional, for band streaming (lib/band.h): page o->page decoded row
+     * by row, in order, giving what decode gives, byte for byte, band by
+     * band. rows_open checks what decode checks before its allocation
+     * (the size limits with gimg_check_size) and sets *header to the
+     * image's layout and maxval (data NULL; meta NULL or what precedes
+     * the pixels, owned by the caller). *rows NULL with GIMG_OK: this
+     * file cannot be read so (an interlaced PNG), decode it whole.
+     * rows_read fills the next band->height rows (at least 1, no more
+     * than are left) of band, a buffer of header's layout that the caller
+     * owns, or points band->data and stride_bytes at them where buf holds
+     * them as they are (PNM in place); with the last row it reads on to
+     * the end as decode does (a file cut after its image is refused), and
+     * may set band->meta to metadata that follows the pixels (PNG's
+     * chunks after IDAT), which the caller then owns.
+     * Errors as decode's, the same messages; after one, only rows_close.
+     * rows_close frees the state (any time, NULL too). */
+    gimg_status (*rows_open)(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                             gimg_image *header, void **rows);
+    gimg_status (*rows_read)(void *rows, gimg_image *band);
+    void (*rows_close)(void *rows);
 } gimg_codec;
 
 enum { GIMG_MAXVAL_FULL = 0, GIMG_MAXVAL_ANY, GIMG_MAXVAL_BITS };

@@ -485,7 +485,14 @@ static gimg_status decode_gif(const unsigned char *buf, size_t len, const gimg_r
     return st;
 }
 
+/* Read only; its ICC and XMP extensions are not read. */
 const gimg_codec gimg_codec_gif = {
-    GIMG_FMT_GIF, "GIF", "gif", 1, sniff_gif, probe_gif, decode_gif, NULL, NULL,
-    0, GIMG_MAXVAL_FULL, NULL, /* read only; its ICC and XMP extensions are not read */
+    .format = GIMG_FMT_GIF,
+    .name = "GIF",
+    .extensions = "gif",
+    .multi_page = 1,
+    .sniff = sniff_gif,
+    .probe = probe_gif,
+    .decode = decode_gif,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };

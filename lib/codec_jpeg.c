@@ -673,20 +673,76 @@ static gimg_status read_metadata(jpeg_reader *r)
 static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, size_t len,
                                size_t at, int *subsampling);
 
-/* Decodes into r's image: libjpeg writes the image's own rows, several
- * per call; CMYK goes through a strip of JPEG_ROWS_PER_CALL rows. With
- * facts (gimg_jpeg_read_header), reads the header only: im gets the
- * layout, no pixels, and facts whether the GPU's decoders take the file. */
+/* Reads the header and metadata and starts the decompressor, checking
+ * the layout it gives. Runs under the caller's setjmp. */
+static gimg_status start_run(jpeg_reader *r, const unsigned char *buf, size_t len)
+{
+    gimg_status st = read_header(r, buf, len);
+    if (st || (st = read_metadata(r)))
+        return st;
+    j_decompress_ptr c = &r->cinfo;
+    c->dct_method = JDCT_ISLOW;
+    c->do_fancy_upsampling = TRUE;
+    c->do_block_smoothing = TRUE;
+    r->progress.progress_monitor = count_scans;
+    c->progress = &r->progress;
+    jpeg_start_decompress(c);
+    if (c->output_width != c->image_width || c->output_height != c->image_height ||
+        c->output_components != (r->cmyk ? 4 : r->channels))
+        return gimg_fail(GIMG_E_FORMAT, "JPEG decoder gave an unexpected layout");
+    if (r->cmyk) {
+        const size_t row_bytes = (size_t)c->output_width * 4;
+        if (!(r->cmyk_rows = malloc(row_bytes * JPEG_ROWS_PER_CALL)))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
+    }
+    return GIMG_OK;
+}
+
+/* The next im->height rows of the started decompressor into im's rows:
+ * libjpeg writes them there, several per call; CMYK goes through a strip
+ * of JPEG_ROWS_PER_CALL rows. After the image's last row, reads on to its
+ * end: a file cut after its last scan is refused too. Runs under the
+ * caller's setjmp. */
+static gimg_status read_rows(jpeg_reader *r, gimg_image *im)
+{
+    j_decompress_ptr c = &r->cinfo;
+    const int first = (int)c->output_scanline;
+    JSAMPROW rows[JPEG_ROWS_PER_CALL];
+    for (int i = 0; r->cmyk && i < JPEG_ROWS_PER_CALL; i++)
+        rows[i] = r->cmyk_rows + (size_t)i * c->output_width * 4;
+    for (int y = 0; y < im->height;) {
+        const int want = im->height - y < JPEG_ROWS_PER_CALL ? im->height - y
+                                                             : JPEG_ROWS_PER_CALL;
+        if (!r->cmyk)
+            for (int i = 0; i < want; i++)
+                rows[i] = gimg_row(im, y + i);
+        const int got = (int)jpeg_read_scanlines(c, rows, (JDIMENSION)want);
+        if (got <= 0)  /* a memory source never suspends */
+            return gimg_fail(GIMG_E_FORMAT, "corrupt JPEG: the decoder stopped at row %d",
+                             first + y);
+        if (r->cmyk)
+            for (int i = 0; i < got; i++)
+                cmyk_to_rgb(rows[i], gimg_row(im, y + i), (size_t)im->width, r->inverted);
+        y += got;
+    }
+    if (c->output_scanline == c->output_height)
+        jpeg_finish_decompress(c);
+    return GIMG_OK;
+}
+
+/* Decodes into r's image. With facts (gimg_jpeg_read_header), reads the
+ * header only: im gets the layout, no pixels, and facts whether the GPU's
+ * decoders take the file. */
 static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t len,
                               gimg_image *im, gimg_jpeg_facts *facts)
 {
     if (setjmp(r->guard.jump))
         return gimg_fail(r->guard.status, "%s", r->guard.why);
-    gimg_status st = read_header(r, buf, len);
-    if (st || (st = read_metadata(r)))
-        return st;
-    j_decompress_ptr c = &r->cinfo;
+    gimg_status st;
     if (facts) {
+        if ((st = read_header(r, buf, len)) || (st = read_metadata(r)))
+            return st;
+        j_decompress_ptr c = &r->cinfo;
         im->width = (int)c->image_width;
         im->height = (int)c->image_height;
         im->channels = r->channels;
@@ -696,43 +752,19 @@ static gimg_status decode_run(jpeg_reader *r, const unsigned char *buf, size_t l
         facts->gpu_refusal = gpu_refusal(c, buf, len, at, &facts->subsampling);
         return GIMG_OK;
     }
-    c->dct_method = JDCT_ISLOW;
-    c->do_fancy_upsampling = TRUE;
-    c->do_block_smoothing = TRUE;
-    r->progress.progress_monitor = count_scans;
-    c->progress = &r->progress;
-    jpeg_start_decompress(c);
-    const int width = (int)c->output_width, height = (int)c->output_height;
-    if (width != (int)c->image_width || height != (int)c->image_height ||
-        c->output_components != (r->cmyk ? 4 : r->channels))
-        return gimg_fail(GIMG_E_FORMAT, "JPEG decoder gave an unexpected layout");
-    if ((st = gimg_image_alloc(im, width, height, r->channels, GIMG_U8)))
+    if ((st = start_run(r, buf, len)) ||
+        (st = gimg_image_alloc(im, (int)r->cinfo.output_width, (int)r->cinfo.output_height,
+                               r->channels, GIMG_U8)))
         return st;
-    JSAMPROW rows[JPEG_ROWS_PER_CALL];
-    if (r->cmyk) {
-        const size_t row_bytes = (size_t)width * 4;
-        if (!(r->cmyk_rows = malloc(row_bytes * JPEG_ROWS_PER_CALL)))
-            return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
-        for (int i = 0; i < JPEG_ROWS_PER_CALL; i++)
-            rows[i] = r->cmyk_rows + (size_t)i * row_bytes;
-    }
-    while (c->output_scanline < c->output_height) {
-        const int y = (int)c->output_scanline;
-        const int want = height - y < JPEG_ROWS_PER_CALL ? height - y : JPEG_ROWS_PER_CALL;
-        if (!r->cmyk)
-            for (int i = 0; i < want; i++)
-                rows[i] = gimg_row(im, y + i);
-        const int got = (int)jpeg_read_scanlines(c, rows, (JDIMENSION)want);
-        if (got <= 0)  /* a memory source never suspends */
-            return gimg_fail(GIMG_E_FORMAT, "corrupt JPEG: the decoder stopped at row %d", y);
-        if (r->cmyk)
-            for (int i = 0; i < got; i++)
-                cmyk_to_rgb(rows[i], gimg_row(im, y + i), (size_t)width, r->inverted);
-    }
-    /* Reads on to the end of the image: a file cut after its last scan
-     * is refused too. */
-    jpeg_finish_decompress(c);
-    return GIMG_OK;
+    return read_rows(r, im);
+}
+
+static void reader_free(jpeg_reader *r)
+{
+    if (r->created)
+        jpeg_destroy_decompress(&r->cinfo);
+    free(r->cmyk_rows);
+    gimg_meta_free(r->meta);
 }
 
 static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_opts *o,
@@ -746,17 +778,68 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     guard_init(&r.guard, 1);
     r.want_meta = 1;
     gimg_status st = decode_run(&r, buf, len, &im, NULL);
-    if (r.created)
-        jpeg_destroy_decompress(&r.cinfo);
-    free(r.cmyk_rows);
     if (st) {
         gimg_image_free(&im);
-        gimg_meta_free(r.meta);
     } else {
         im.meta = r.meta;
+        r.meta = NULL;
         *out = im;
     }
+    reader_free(&r);
     return st;
+}
+
+/* ------------------------------------------------------ rows (band.h) */
+
+/* The decompressor started as decode starts it, read a band at a time:
+ * libjpeg decodes row by row anyway (a progressive file's coefficients
+ * are held whole by libjpeg, as decoding holds them). The metadata
+ * precedes the first scan: the header gets all of it. */
+static gimg_status rows_start(jpeg_reader *r, const unsigned char *buf, size_t len)
+{
+    if (setjmp(r->guard.jump))
+        return gimg_fail(r->guard.status, "%s", r->guard.why);
+    return start_run(r, buf, len);
+}
+
+static gimg_status rows_open_jpeg(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                  gimg_image *header, void **rows)
+{
+    *rows = NULL;
+    jpeg_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
+    guard_init(&r->guard, 1);
+    r->want_meta = 1;
+    gimg_status st = rows_start(r, buf, len);
+    if (st) {
+        reader_free(r);
+        free(r);
+        return st;
+    }
+    header->width = (int)r->cinfo.output_width;
+    header->height = (int)r->cinfo.output_height;
+    header->channels = r->channels;
+    header->sample = GIMG_U8;
+    header->meta = r->meta;
+    r->meta = NULL;
+    *rows = r;
+    return GIMG_OK;
+}
+
+static gimg_status rows_read_jpeg(void *rows, gimg_image *band)
+{
+    jpeg_reader *r = rows;
+    if (setjmp(r->guard.jump))
+        return gimg_fail(r->guard.status, "%s", r->guard.why);
+    return read_rows(r, band);
+}
+
+static void rows_close_jpeg(void *rows)
+{
+    if (rows)
+        reader_free(rows);
+    free(rows);
 }
 
 /* ----------------------------------------------------------- writing */
@@ -1522,14 +1605,13 @@ gimg_status gimg_jpeg_read_header(const unsigned char *buf, size_t len, gimg_ima
     guard_init(&r.guard, 1);
     r.want_meta = 1;
     gimg_status st = decode_run(&r, buf, len, shell, facts);
-    if (r.created)
-        jpeg_destroy_decompress(&r.cinfo);
     if (st) {
-        gimg_meta_free(r.meta);
         memset(shell, 0, sizeof *shell);
     } else {
         shell->meta = r.meta;
+        r.meta = NULL;
     }
+    reader_free(&r);
     return st;
 }
 
@@ -1653,4 +1735,7 @@ const gimg_codec gimg_codec_jpeg = {
     .meta = GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP | GIMG_META_RESOLUTION,
     .maxval_rule = GIMG_MAXVAL_FULL,
     .unfit_meta = unfit_meta,
+    .rows_open = rows_open_jpeg,
+    .rows_read = rows_read_jpeg,
+    .rows_close = rows_close_jpeg,
 };

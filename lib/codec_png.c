@@ -85,6 +85,9 @@
  * libspng's error codes are worded for people ("corrupt PNG file: ...",
  * "truncated PNG file (cut short ...)"); it prints nothing and has no
  * warnings. One libspng context per call: thread-safe.
+ * Bands (band.h): a non-interlaced file is also read row by row, with
+ * libspng's progressive decoding, to the same bytes, checks and messages
+ * (rows_open_png() and below); an interlaced one is decoded whole.
  *
  * Writing
  *
@@ -1418,18 +1421,35 @@ static inline unsigned packed_sample(const unsigned char *row, uint32_t x, unsig
     return (unsigned)(row[bit / 8] >> (8 - depth - bit % 8)) & ((1u << depth) - 1);
 }
 
-/* Rewrites the image, decoded by libspng as stored (rows of packed_row
- * bytes from the start of the buffer), in the image's layout, in place:
- * gray below 8 bits scaled to 8 (v * 255 / (2^depth - 1), as libpng,
- * ImageMagick and libvips do), palette indices looked up (an index past
- * the palette's entries is refused: libspng would read it as black), and
- * the tRNS alpha added (0 where a gray or RGB pixel equals tRNS's colour,
- * else opaque; the palette's alphas, opaque past tRNS's entries). Rows
- * from the last, pixels from the last: each pixel's output lies at or
- * after its input, and after the input of every pixel not yet read, so a
- * pixel is read before anything overwrites it. */
-static gimg_status expand_rows(gimg_image *im, const png_header *h,
-                               const struct spng_plte *plte, size_t packed_row)
+/* A pixel whose palette index is past PLTE's entries (libspng would read
+ * it as black), in image rows. */
+typedef struct {
+    unsigned index, x;
+    int y;
+} bad_index;
+
+static gimg_status palette_failure(const bad_index *b, const struct spng_plte *plte)
+{
+    return gimg_fail(GIMG_E_FORMAT,
+                     "corrupt PNG file: palette index %u (pixel %u, %d) past the palette's %u "
+                     "colours",
+                     b->index, b->x, b->y, plte->n_entries);
+}
+
+/* Rewrites rows decoded by libspng as stored (rows of packed_row bytes
+ * from the start of im's buffer) in the image's layout, in place: gray
+ * below 8 bits scaled to 8 (v * 255 / (2^depth - 1), as libpng,
+ * ImageMagick and libvips do), palette indices looked up, and the tRNS
+ * alpha added (0 where a gray or RGB pixel equals tRNS's colour, else
+ * opaque; the palette's alphas, opaque past tRNS's entries). im is the
+ * whole image or a band of it whose first row is the image's first_row.
+ * Rows from the last, pixels from the last: each pixel's output lies at
+ * or after its input, and after the input of every pixel not yet read, so
+ * a pixel is read before anything overwrites it. Returns 1 when an index
+ * lies past the palette, *bad the last such pixel (the first met going
+ * backwards) and im's rows left part rewritten; 0 otherwise. */
+static int expand_rows(gimg_image *im, const png_header *h, const struct spng_plte *plte,
+                       size_t packed_row, int first_row, bad_index *bad)
 {
     const unsigned depth = h->ihdr.bit_depth;
     const int alpha = h->has_trns;
@@ -1496,18 +1516,17 @@ static gimg_status expand_rows(gimg_image *im, const png_header *h,
             const int n = alpha ? 4 : 3;
             for (uint32_t x = w; x-- > 0;) {
                 const unsigned i = packed_sample(src, x, depth);
-                if (i >= plte->n_entries)
-                    return gimg_fail(GIMG_E_FORMAT,
-                                     "corrupt PNG file: palette index %u (pixel %u, %d) past "
-                                     "the palette's %u colours",
-                                     i, x, y, plte->n_entries);
+                if (i >= plte->n_entries) {
+                    *bad = (bad_index){ .index = i, .x = x, .y = first_row + y };
+                    return 1;
+                }
                 memcpy(dst + (size_t)n * x, lut[i], (size_t)n);
             }
             break;
         }
         }
     }
-    return GIMG_OK;
+    return 0;
 }
 
 /* ------------------------------------------------- beside the decoder */
@@ -1616,9 +1635,10 @@ static unsigned significant_bits(spng_ctx *ctx, const png_header *h)
     return bits[0] >= 1 && bits[0] < h->ihdr.bit_depth ? bits[0] : 0;
 }
 
-/* Brings every sample (tRNS's alpha too: 0 or the maxval then) down to
- * its b significant bits, the top b of the stored depth: v >> (depth - b)
- * undoes the left bit replication (or zero filling) writers scale with. */
+/* Brings every sample of im, the image or a band of it (tRNS's alpha
+ * too: 0 or the maxval then), down to its b significant bits, the top b
+ * of the stored depth: v >> (depth - b) undoes the left bit replication
+ * (or zero filling) writers scale with. */
 static void keep_significant_bits(gimg_image *im, unsigned shift)
 {
     const size_t count = (size_t)im->width * (size_t)im->channels;
@@ -1746,6 +1766,58 @@ static gimg_status probe_png(const unsigned char *buf, size_t len, const gimg_re
     return GIMG_OK;
 }
 
+/* What decoding checks before it allocates for the pixels, the same for
+ * the whole image (decode_png) and for bands (rows_open_png): the size
+ * against the limits (gimg_check_size: *total, the image's bytes), the
+ * samples as stored (*stored bytes, SPNG_FMT_PNG), the palette, and image
+ * data that could inflate to them. Last, libspng leaves the critical
+ * chunks' CRCs to the caller (check_chunks()): it checked IHDR's and
+ * PLTE's in open_png(), and still drops ancillary chunks whose CRC is
+ * wrong. */
+static gimg_status check_before_pixels(spng_ctx *ctx, const png_header *h,
+                                       const unsigned char *buf, size_t len,
+                                       struct spng_plte *plte, size_t *stored, size_t *total)
+{
+    int err;
+    gimg_status st =
+        gimg_check_size(h->ihdr.width, h->ihdr.height, h->channels, h->sample, NULL, total);
+    if (st)
+        return st;
+    if ((err = spng_decoded_image_size(ctx, SPNG_FMT_PNG, stored)) ||
+        (h->ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && (err = spng_get_plte(ctx, plte))))
+        return spng_failure(err, AT_CHUNKS, buf, len);
+    if (*stored > *total)   /* never: a stored sample is never wider than ours */
+        return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: unexpected layout");
+    /* A tiny file claiming a huge image (with --max-pixels raised) is
+     * refused before its pixels are allocated: its image data could not
+     * inflate to them. */
+    const uint64_t idat = idat_bytes(buf, len);
+    if ((uint64_t)*stored / DEFLATE_MAX_RATIO > idat + 1)
+        return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: the image data (IDAT) ends before "
+                                        "the last row: %llu bytes cannot hold a %ux%u image",
+                         (unsigned long long)idat, h->ihdr.width, h->ihdr.height);
+    if ((err = spng_set_crc_action(ctx, SPNG_CRC_USE, SPNG_CRC_DISCARD)))
+        return spng_failure(err, AT_CHUNKS, buf, len);
+    return GIMG_OK;
+}
+
+/* What decoding met, in the order decode_png reports it (GIMG_OK for
+ * nothing): a critical chunk's CRC mismatch first (check_chunks(): crc_ok,
+ * and end, IEND's offset or len), the likely cause of any other error;
+ * then libspng's error err, met at stage; then a file that ends before
+ * IEND's last byte, which libspng takes for whole. */
+static gimg_status decoding_failure(int crc_ok, size_t end, int err, png_stage stage,
+                                    const unsigned char *buf, size_t len)
+{
+    if (!crc_ok)
+        return crc_failure(buf, len);
+    if (err)
+        return spng_failure(err, stage, buf, len);
+    if (end == len)
+        return spng_failure(SPNG_IO_EOF, AT_END, buf, len);
+    return GIMG_OK;
+}
+
 /* libspng decodes the samples as stored (deinterlaced, 16-bit in host
  * order) straight into the image's buffer, which is at least as large;
  * expand_rows() then widens them in place where the layout asks for it. */
@@ -1757,46 +1829,15 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
     png_header h;
     struct spng_plte plte = { 0 };
     size_t total, stored;
-    int err = 0;
     gimg_status st = open_png(buf, len, &ctx, &h);
-    if (st)
-        goto done;
-    /* The limits, from the header, before any allocation for the pixels. */
-    if ((st = gimg_check_size(h.ihdr.width, h.ihdr.height, h.channels, h.sample, NULL, &total)))
-        goto done;
-    if ((err = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &stored)) ||
-        (h.ihdr.color_type == SPNG_COLOR_TYPE_INDEXED && (err = spng_get_plte(ctx, &plte)))) {
-        st = spng_failure(err, AT_CHUNKS, buf, len);
-        goto done;
-    }
-    if (stored > total) {   /* never: a stored sample is never wider than ours */
-        st = gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: unexpected layout");
-        goto done;
-    }
-    /* A tiny file claiming a huge image (with --max-pixels raised) is
-     * refused before its pixels are allocated: its image data could not
-     * inflate to them. */
-    const uint64_t idat = idat_bytes(buf, len);
-    if ((uint64_t)stored / DEFLATE_MAX_RATIO > idat + 1) {
-        st = gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: the image data (IDAT) ends before the "
-                                      "last row: %llu bytes cannot hold a %ux%u image",
-                       (unsigned long long)idat, h.ihdr.width, h.ihdr.height);
-        goto done;
-    }
-    if ((st = gimg_image_alloc(out, (int)h.ihdr.width, (int)h.ihdr.height, h.channels,
+    if (st || (st = check_before_pixels(ctx, &h, buf, len, &plte, &stored, &total)) ||
+        (st = gimg_image_alloc(out, (int)h.ihdr.width, (int)h.ihdr.height, h.channels,
                                h.sample)))
         goto done;
     /* libspng 0.7.3 puts the pixels of interlaced 1-, 2- and 4-bit images
      * in place by OR-ing them into its output, which must start zeroed. */
     if (h.ihdr.interlace_method && h.ihdr.bit_depth < 8)
         memset(out->data, 0, stored);
-    /* The critical chunks' CRCs are ours from here on (side_work): libspng
-     * checked IHDR's and PLTE's in open_png(); it still drops ancillary
-     * chunks whose CRC is wrong. */
-    if ((err = spng_set_crc_action(ctx, SPNG_CRC_USE, SPNG_CRC_DISCARD))) {
-        st = spng_failure(err, AT_CHUNKS, buf, len);
-        goto done;
-    }
     side_job side = { .buf = buf, .len = len, .pixels = out->data, .bytes = total };
     atomic_init(&side.stop, 0);
     pthread_t side_thread;
@@ -1805,7 +1846,7 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
     if (!threaded)
         side.end = check_chunks(buf, len, &side.crc_ok);
     png_stage stage = AT_IMAGE;
-    err = spng_decode_image(ctx, out->data, total, SPNG_FMT_PNG, 0);
+    int err = spng_decode_image(ctx, out->data, total, SPNG_FMT_PNG, 0);
     /* Then the chunks after the image data, up to IEND (libspng stops
      * reading IDAT where the compressed stream ends): it finds a file cut
      * after its image data, but takes an IEND cut inside its CRC for
@@ -1818,14 +1859,11 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
         atomic_store(&side.stop, 1);
         pthread_join(side_thread, NULL);
     }
-    if (!side.crc_ok)   /* the likely cause of any other error */
-        st = crc_failure(buf, len);
-    else if (err)
-        st = spng_failure(err, stage, buf, len);
-    else if (side.end == len)
-        st = spng_failure(SPNG_IO_EOF, AT_END, buf, len);
-    else if (needs_expansion(&h))
-        st = expand_rows(out, &h, &plte, stored / h.ihdr.height);
+    st = decoding_failure(side.crc_ok, side.end, err, stage, buf, len);
+    bad_index bad;
+    if (!st && needs_expansion(&h) &&
+        expand_rows(out, &h, &plte, stored / h.ihdr.height, 0, &bad))
+        st = palette_failure(&bad, &plte);
     if (!st) {
         const unsigned bits = significant_bits(ctx, &h);
         if (bits) {
@@ -1843,6 +1881,149 @@ done:
     return st;
 }
 
+/* ------------------------------------------------------ rows (band.h) */
+
+/* A non-interlaced PNG decoded band by band, with libspng's progressive
+ * decoding: the rows decode_png gives, through the same checks, in the
+ * same order, with the same messages. An interlaced one has no row
+ * decoder (its last pass completes the first row): it is decoded whole.
+ *  - At the opening: decode_png's checks before its allocation, then the
+ *    critical chunks' CRCs over the whole file (a CRC mismatch anywhere
+ *    outranks every other error, as in decode_png), then libspng's first
+ *    read of the image data.
+ *  - A band: its rows as stored, packed at the start of the band's
+ *    buffer (a stored row is never longer than the image's), widened in
+ *    place by expand_rows() and brought to their significant bits as
+ *    decode_png does. libspng's error is met at the band whose rows it is
+ *    in; with the last row, the rest of the file is read as decode_png
+ *    reads it (spng_decode_chunks(), IEND whole).
+ *  - An index past the palette: decode_png names the last in the image,
+ *    and only once the file was read whole without error. So the band
+ *    that meets one reads on to the end, the band's buffer taking the
+ *    rows left, and gives what decode_png would: libspng's error, a file
+ *    cut short, else the last such index.
+ * Memory: libspng's context and its scanline buffers (a row or two),
+ * nothing that grows with the height. Metadata: with the last band
+ * (band->meta), none in the header: PNG's text and eXIf may follow the
+ * image data, and libspng reads the chunks before it as it goes. */
+typedef struct {
+    const unsigned char *buf;
+    size_t len;
+    spng_ctx *ctx;
+    png_header h;
+    struct spng_plte plte;
+    size_t packed_row;   /* a row's bytes as stored (SPNG_FMT_PNG) */
+    size_t end;          /* check_chunks()'s: IEND's offset, len when cut short */
+    unsigned shift;      /* sBIT: samples >> shift (0: none) */
+    int y;               /* the next row */
+    int has_bad;         /* an index past the palette met: the last in bad */
+    bad_index bad;
+} png_rows;
+
+static void rows_close_png(void *rows)
+{
+    png_rows *p = rows;
+    if (!p)
+        return;
+    spng_ctx_free(p->ctx);
+    free(p);
+}
+
+static gimg_status rows_open_png(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                 gimg_image *header, void **rows)
+{
+    *rows = NULL;
+    png_rows *p = calloc(1, sizeof *p);
+    if (!p)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory decoding PNG");
+    p->buf = buf;
+    p->len = len;
+    size_t stored, total;
+    int crc_ok, err;
+    gimg_status st = open_png(buf, len, &p->ctx, &p->h);
+    if (st || p->h.ihdr.interlace_method ||
+        (st = check_before_pixels(p->ctx, &p->h, buf, len, &p->plte, &stored, &total)))
+        goto fail;
+    p->end = check_chunks(buf, len, &crc_ok);
+    if (!crc_ok) {
+        st = crc_failure(buf, len);
+        goto fail;
+    }
+    if ((err = spng_decode_image(p->ctx, NULL, 0, SPNG_FMT_PNG, SPNG_DECODE_PROGRESSIVE))) {
+        st = spng_failure(err, AT_IMAGE, buf, len);
+        goto fail;
+    }
+    p->packed_row = stored / p->h.ihdr.height;
+    const unsigned bits = significant_bits(p->ctx, &p->h);
+    p->shift = bits ? p->h.ihdr.bit_depth - bits : 0;
+    header->width = (int)p->h.ihdr.width;
+    header->height = (int)p->h.ihdr.height;
+    header->channels = p->h.channels;
+    header->sample = p->h.sample;
+    header->maxval = bits ? (1u << bits) - 1 : 0;
+    *rows = p;
+    return GIMG_OK;
+fail:
+    rows_close_png(p);
+    return st;
+}
+
+/* Decodes the next band->height rows into band, in the image's layout
+ * (sBIT aside), keeping the last index past the palette they hold; with
+ * the image's last row, reads on to IEND's end. */
+static gimg_status decode_band(png_rows *p, gimg_image *band)
+{
+    const int expand = needs_expansion(&p->h);
+    const int height = (int)p->h.ihdr.height;
+    for (int i = 0; i < band->height; i++) {
+        unsigned char *row = expand ? band->data + (size_t)i * p->packed_row : gimg_row(band, i);
+        int err = spng_decode_row(p->ctx, row, p->packed_row);
+        if (err == SPNG_EOI && p->y + i == height - 1)
+            err = 0;   /* the last row, decoded */
+        if (err)
+            return decoding_failure(1, p->end, err, AT_IMAGE, p->buf, p->len);
+    }
+    const int first_row = p->y;
+    p->y += band->height;
+    gimg_status st;
+    if (p->y == height &&
+        (st = decoding_failure(1, p->end, spng_decode_chunks(p->ctx), AT_END, p->buf, p->len)))
+        return st;
+    bad_index bad;
+    if (expand && expand_rows(band, &p->h, &p->plte, p->packed_row, first_row, &bad)) {
+        p->bad = bad;
+        p->has_bad = 1;
+    }
+    return GIMG_OK;
+}
+
+static gimg_status rows_read_png(void *rows, gimg_image *band)
+{
+    png_rows *p = rows;
+    const int height = (int)p->h.ihdr.height;
+    gimg_status st = decode_band(p, band);
+    /* Past the palette: on to the end, the band's buffer as scratch. */
+    while (!st && p->has_bad && p->y < height) {
+        gimg_image rest = *band;
+        rest.height = height - p->y < band->height ? height - p->y : band->height;
+        st = decode_band(p, &rest);
+    }
+    if (!st && p->has_bad)
+        st = palette_failure(&p->bad, &p->plte);
+    if (!st && p->shift)
+        keep_significant_bits(band, p->shift);
+    /* The metadata, whose chunks may follow the image data, with the last
+     * rows (codec.h). */
+    if (!st && p->y == height) {
+        gimg_image found = {0};
+        if ((st = read_meta(p->ctx, p->buf, p->len, &found)))
+            gimg_meta_free(found.meta);
+        else
+            band->meta = found.meta;
+    }
+    return st;
+}
+
 /* Float is written as 16-bit. */
 static void layout_png(int *channels, gimg_sample *sample)
 {
@@ -1855,8 +2036,20 @@ static gimg_status encode_png(const gimg_image *im, const gimg_write_opts *o, un
     return gimg_png_encode(im, o->png_level, buf, len);
 }
 
+/* A chunk holds far more than meta.c's caps: no unfit_meta. */
 const gimg_codec gimg_codec_png = {
-    GIMG_FMT_PNG, "PNG", "png", 0, sniff_png, probe_png, decode_png, layout_png, encode_png,
-    GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP | GIMG_META_RESOLUTION | GIMG_META_TEXT,
-    GIMG_MAXVAL_BITS, NULL, /* a chunk holds far more than meta.c's caps */
+    .format = GIMG_FMT_PNG,
+    .name = "PNG",
+    .extensions = "png",
+    .sniff = sniff_png,
+    .probe = probe_png,
+    .decode = decode_png,
+    .layout = layout_png,
+    .encode = encode_png,
+    .meta = GIMG_META_ICC | GIMG_META_EXIF | GIMG_META_XMP | GIMG_META_RESOLUTION |
+            GIMG_META_TEXT,
+    .maxval_rule = GIMG_MAXVAL_BITS,
+    .rows_open = rows_open_png,
+    .rows_read = rows_read_png,
+    .rows_close = rows_close_png,
 };

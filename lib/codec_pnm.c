@@ -408,32 +408,77 @@ static gimg_status bad_sample(src *s, unsigned v, unsigned maxval)
                      maxval);
 }
 
+/* One row of n samples of a plain (ASCII) PNM. */
+static gimg_status plain_row(src *s, const header *h, unsigned char *row, size_t n,
+                             gimg_sample sample)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (h->magic == '1') {
+            int c = next_significant(s);
+            if (c == EOF)
+                return src_eof(s, "data");
+            if (c != '0' && c != '1')
+                return gimg_fail(GIMG_E_FORMAT, "invalid PNM data: '%c' in a plain bitmap", c);
+            row[i] = c == '1' ? 0 : 255;
+            continue;
+        }
+        uint64_t v;
+        gimg_status st = read_uint(s, "sample", "data", &v);
+        if (st)
+            return st;
+        if (v > h->maxval)
+            return bad_sample(s, v > 0xffffffffu ? 0xffffffffu : (unsigned)v, h->maxval);
+        if (sample == GIMG_U8)
+            row[i] = (uint8_t)v;
+        else
+            ((uint16_t *)row)[i] = (uint16_t)v;
+    }
+    return GIMG_OK;
+}
+
 static gimg_status read_plain(src *s, const header *h, gimg_image *im)
 {
     size_t n = (size_t)im->width * (size_t)im->channels;
-    for (int y = 0; y < im->height; y++) {
-        unsigned char *row = gimg_row(im, y);
+    gimg_status st = GIMG_OK;
+    for (int y = 0; y < im->height && !st; y++)
+        st = plain_row(s, h, gimg_row(im, y), n, im->sample);
+    return st;
+}
+
+/* The largest of n 8-bit samples (a loop that vectorises). */
+static unsigned top_u8(const unsigned char *in, size_t n)
+{
+    unsigned char top = 0;
+    for (size_t i = 0; i < n; i++)
+        top = in[i] > top ? in[i] : top;
+    return top;
+}
+
+/* One raw row (in: its bytes on file) to n samples of the image's row;
+ * row NULL: only checked, for a row used where it lies (8-bit). */
+static gimg_status raw_row(src *s, const header *h, const unsigned char *in, unsigned char *row,
+                           size_t n, gimg_sample sample)
+{
+    const unsigned maxval = h->maxval;
+    if (h->magic == '4') {
+        for (size_t x = 0; x < n; x++)
+            row[x] = (in[x >> 3] >> (7 - (x & 7))) & 1 ? 0 : 255;
+    } else if (sample == GIMG_U8) {
+        unsigned top;
+        if (maxval < 255 && (top = top_u8(in, n)) > maxval)
+            return bad_sample(s, top, maxval); /* the check first */
+        if (row)
+            memcpy(row, in, n);
+    } else {
+        uint16_t *out = (uint16_t *)row;
+        unsigned top = 0;
         for (size_t i = 0; i < n; i++) {
-            if (h->magic == '1') {
-                int c = next_significant(s);
-                if (c == EOF)
-                    return src_eof(s, "data");
-                if (c != '0' && c != '1')
-                    return gimg_fail(GIMG_E_FORMAT, "invalid PNM data: '%c' in a plain bitmap", c);
-                row[i] = c == '1' ? 0 : 255;
-                continue;
-            }
-            uint64_t v;
-            gimg_status st = read_uint(s, "sample", "data", &v);
-            if (st)
-                return st;
-            if (v > h->maxval)
-                return bad_sample(s, v > 0xffffffffu ? 0xffffffffu : (unsigned)v, h->maxval);
-            if (im->sample == GIMG_U8)
-                row[i] = (uint8_t)v;
-            else
-                ((uint16_t *)row)[i] = (uint16_t)v;
+            unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
+            top = v > top ? v : top;
+            out[i] = (uint16_t)v;
         }
+        if (top > maxval)
+            return bad_sample(s, top, maxval);
     }
     return GIMG_OK;
 }
@@ -441,62 +486,75 @@ static gimg_status read_plain(src *s, const header *h, gimg_image *im)
 static gimg_status read_raw(src *s, const header *h, gimg_image *im, size_t file_row)
 {
     size_t n = (size_t)im->width * (size_t)im->channels;
-    const unsigned maxval = h->maxval;
     for (int y = 0; y < im->height; y++) {
         const unsigned char *in;
         gimg_status st = src_take(s, file_row, &in);
+        if (!st)
+            st = raw_row(s, h, in, gimg_row(im, y), n, im->sample);
         if (st)
             return st;
-        unsigned char *row = gimg_row(im, y);
-        if (h->magic == '4') {
-            for (size_t x = 0; x < n; x++)
-                row[x] = (in[x >> 3] >> (7 - (x & 7))) & 1 ? 0 : 255;
-        } else if (im->sample == GIMG_U8) {
-            if (maxval < 255) {
-                /* The check first, in a loop of its own that vectorises. */
-                unsigned char top = 0;
-                for (size_t i = 0; i < n; i++)
-                    top = in[i] > top ? in[i] : top;
-                if (top > maxval)
-                    return bad_sample(s, top, maxval);
-            }
-            memcpy(row, in, n);
-        } else {
-            uint16_t *out = (uint16_t *)row;
-            unsigned top = 0;
-            for (size_t i = 0; i < n; i++) {
-                unsigned v = (unsigned)in[2 * i] << 8 | in[2 * i + 1];
-                top = v > top ? v : top;
-                out[i] = (uint16_t)v;
-            }
-            if (top > maxval)
-                return bad_sample(s, top, maxval);
-        }
     }
     return GIMG_OK;
+}
+
+/* One PFM row (in: its bytes on file) to n float samples. */
+static void pfm_row(const header *h, const unsigned char *in, unsigned char *row, size_t n)
+{
+    if (h->little == HOST_LITTLE_ENDIAN) {
+        memcpy(row, in, n * 4);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        row[4 * i + 0] = in[4 * i + 3];
+        row[4 * i + 1] = in[4 * i + 2];
+        row[4 * i + 2] = in[4 * i + 1];
+        row[4 * i + 3] = in[4 * i + 0];
+    }
 }
 
 static gimg_status read_pfm(src *s, const header *h, gimg_image *im, size_t file_row)
 {
     size_t n = (size_t)im->width * (size_t)im->channels;
-    int swap = h->little != HOST_LITTLE_ENDIAN;
     for (int y = im->height - 1; y >= 0; y--) {
         const unsigned char *in;
         gimg_status st = src_take(s, file_row, &in);
         if (st)
             return st;
-        unsigned char *row = gimg_row(im, y);
-        if (!swap) {
-            memcpy(row, in, file_row);
-        } else {
-            for (size_t i = 0; i < n; i++) {
-                row[4 * i + 0] = in[4 * i + 3];
-                row[4 * i + 1] = in[4 * i + 2];
-                row[4 * i + 2] = in[4 * i + 1];
-                row[4 * i + 3] = in[4 * i + 0];
-            }
-        }
+        pfm_row(h, in, gimg_row(im, y), n);
     }
+    return GIMG_OK;
+}
+
+/* What a header says of the image and its raster, the size checked
+ * against the limits (gimg_check_size): the sample type, the maxval the
+ * image keeps (0: the full range), and a raw row's bytes on file (never
+ * longer than the image's row, which the check has just bounded). */
+typedef struct {
+    gimg_sample sample;
+    unsigned maxval;
+    size_t file_row;
+    int plain;           /* P1-P3: ASCII samples */
+} raster;
+
+static gimg_status plan_raster(const header *h, raster *r)
+{
+    memset(r, 0, sizeof *r);
+    r->sample = header_sample(h);
+    size_t row_bytes;
+    gimg_status st = gimg_check_size(h->width, h->height, h->depth, r->sample, &row_bytes, NULL);
+    if (st)
+        return st;
+    if (h->magic == '4')
+        r->file_row = ((size_t)h->width + 7) / 8;
+    else if (h->magic == 'F' || h->magic == 'f')
+        r->file_row = row_bytes;
+    else
+        r->file_row = (size_t)h->width * (size_t)h->depth * (h->maxval > 255 ? 2 : 1);
+    r->plain = h->magic >= '1' && h->magic <= '3';
+    /* Bitmaps (maxval 1 here) become 0/255 samples: the full range. */
+    const int bitmap = h->magic == '1' || h->magic == '4';
+    if (!bitmap && r->sample != GIMG_F32 && h->maxval != (r->sample == GIMG_U8 ? 255u : 65535u))
+        r->maxval = h->maxval;
     return GIMG_OK;
 }
 
@@ -504,12 +562,9 @@ static gimg_status read_pfm(src *s, const header *h, gimg_image *im, size_t file
 static gimg_status read_image(src *s, gimg_image *out, gimg_info *info)
 {
     header h;
+    raster r;
     gimg_status st = read_header(s, &h);
-    if (st)
-        return st;
-    gimg_sample sample = header_sample(&h);
-    size_t row_bytes;
-    if ((st = gimg_check_size(h.width, h.height, h.depth, sample, &row_bytes, NULL)))
+    if (st || (st = plan_raster(&h, &r)))
         return st;
     if (info) {
         info->format = h.magic == '7' ? GIMG_FMT_PAM
@@ -517,37 +572,22 @@ static gimg_status read_image(src *s, gimg_image *out, gimg_info *info)
         info->width = (int)h.width;
         info->height = (int)h.height;
         info->channels = h.depth;
-        info->sample = sample;
+        info->sample = r.sample;
         return GIMG_OK;
     }
-
-    /* The raw row on file is never longer than the image's row, which
-     * gimg_check_size() has just bounded. */
-    size_t file_row;
-    if (h.magic == '4')
-        file_row = ((size_t)h.width + 7) / 8;
-    else if (h.magic == 'F' || h.magic == 'f')
-        file_row = row_bytes;
-    else
-        file_row = (size_t)h.width * (size_t)h.depth * (h.maxval > 255 ? 2 : 1);
-
-    if ((st = gimg_image_alloc(out, (int)h.width, (int)h.height, h.depth, sample)))
+    if ((st = gimg_image_alloc(out, (int)h.width, (int)h.height, h.depth, r.sample)))
         return st;
-    int plain = h.magic >= '1' && h.magic <= '3';
-    if (s->f && !plain && !(s->row = malloc(file_row))) {
+    if (s->f && !r.plain && !(s->row = malloc(r.file_row))) {
         gimg_image_free(out);
-        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", file_row);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", r.file_row);
     }
-    /* Bitmaps (maxval 1 here) become 0/255 samples: the full range. */
-    int bitmap = h.magic == '1' || h.magic == '4';
-    if (!bitmap && sample != GIMG_F32 && h.maxval != (sample == GIMG_U8 ? 255u : 65535u))
-        out->maxval = h.maxval;
-    if (plain)
+    out->maxval = r.maxval;
+    if (r.plain)
         st = read_plain(s, &h, out);
-    else if (sample == GIMG_F32)
-        st = read_pfm(s, &h, out, file_row);
+    else if (r.sample == GIMG_F32)
+        st = read_pfm(s, &h, out, r.file_row);
     else
-        st = read_raw(s, &h, out, file_row);
+        st = read_raw(s, &h, out, r.file_row);
     free(s->row);
     s->row = NULL;
     if (st)
@@ -598,6 +638,83 @@ gimg_status gimg_pnm_view(const unsigned char *buf, size_t len, gimg_image *out,
     out->data = (unsigned char *)s.p;
     *viewed = 1;
     return GIMG_OK;
+}
+
+/* ------------------------------------------------------ rows (band.h) */
+
+/* A PNM, PAM or PFM in memory, row by row: the rows decoding gives. 8-bit
+ * raw rows are used where they lie in buf (checked against the maxval as
+ * decoding checks them); PFM's, stored from the last, are found by their
+ * place. */
+typedef struct {
+    src s;               /* at the next row's bytes (PFM: at the raster) */
+    header h;
+    raster r;
+    int y;               /* the next row */
+} pnm_rows;
+
+static gimg_status rows_open_netpbm(const unsigned char *buf, size_t len,
+                                    const gimg_read_opts *o, gimg_image *header_out,
+                                    void **rows)
+{
+    *rows = NULL;
+    pnm_rows *p = calloc(1, sizeof *p);
+    if (!p)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    p->s = (src){.p = buf, .end = buf + len};
+    gimg_status st = read_header(&p->s, &p->h);
+    if (!st)
+        st = plan_raster(&p->h, &p->r);
+    /* A PFM cut short is refused before any band, as decoding refuses it
+     * (its first row read is the image's last, and a float is never out
+     * of range); the others' rows are checked in order, as decoding does,
+     * so that a bad sample before the cut is the one reported. */
+    if (!st && p->r.sample == GIMG_F32 &&
+        (size_t)(p->s.end - p->s.p) / p->r.file_row < (size_t)p->h.height)
+        st = src_eof(&p->s, "data");
+    if (st) {
+        free(p);
+        return st;
+    }
+    header_out->width = (int)p->h.width;
+    header_out->height = (int)p->h.height;
+    header_out->channels = p->h.depth;
+    header_out->sample = p->r.sample;
+    header_out->maxval = p->r.maxval;
+    *rows = p;
+    return GIMG_OK;
+}
+
+static gimg_status rows_read_netpbm(void *rows, gimg_image *band)
+{
+    pnm_rows *p = rows;
+    const size_t n = (size_t)band->width * (size_t)band->channels;
+    const size_t file_row = p->r.file_row;
+    const int in_place = !p->r.plain && band->sample == GIMG_U8 && p->h.magic != '4';
+    gimg_status st = GIMG_OK;
+    if (in_place) {
+        band->data = (unsigned char *)p->s.p;
+        band->stride_bytes = file_row;
+    }
+    for (int i = 0; i < band->height && !st; i++) {
+        unsigned char *row = in_place ? NULL : gimg_row(band, i);
+        const unsigned char *in;
+        if (p->r.plain) {
+            st = plain_row(&p->s, &p->h, row, n, band->sample);
+        } else if (band->sample == GIMG_F32) {
+            in = p->s.p + (size_t)(p->h.height - 1 - (p->y + i)) * file_row;
+            pfm_row(&p->h, in, row, n);
+        } else if (!(st = src_take(&p->s, file_row, &in))) {
+            st = raw_row(&p->s, &p->h, in, row, n, band->sample);
+        }
+    }
+    p->y += band->height;
+    return st;
+}
+
+static void rows_close_netpbm(void *rows)
+{
+    free(rows);
 }
 
 gimg_status gimg_read_pnm_stream(FILE *f, gimg_image *out)
@@ -667,9 +784,45 @@ gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size
     return GIMG_OK;
 }
 
+size_t gimg_pnm_row_bytes(const gimg_image *im)
+{
+    /* Bytes per sample on file: netpbm's rule, by the maxval alone. */
+    const int wide = im->sample == GIMG_U16 && file_maxval(im) > 255;
+    const size_t file_sample = im->sample == GIMG_F32 ? 4 : wide ? 2 : 1;
+    size_t row;
+    if (__builtin_mul_overflow((size_t)im->width * (size_t)im->channels, file_sample, &row))
+        return 0;
+    return row;
+}
+
+void gimg_pnm_encode_row(const gimg_image *im, int y, unsigned char *o)
+{
+    const size_t n = (size_t)im->width * (size_t)im->channels;   /* samples per row */
+    const unsigned char *in = gimg_row(im, y);
+    if (im->sample == GIMG_U8) {
+        memcpy(o, in, n);
+    } else if (im->sample == GIMG_U16 && file_maxval(im) <= 255) {
+        /* A 16-bit image whose maxval is at most 255. */
+        const uint16_t *s16 = (const uint16_t *)in;
+        for (size_t k = 0; k < n; k++)
+            o[k] = (unsigned char)s16[k];
+    } else if (im->sample == GIMG_U16) {
+        const uint16_t *s16 = (const uint16_t *)in;
+        for (size_t k = 0; k < n; k++) {
+            o[2 * k] = (unsigned char)(s16[k] >> 8);
+            o[2 * k + 1] = (unsigned char)s16[k];
+        }
+    } else if (HOST_LITTLE_ENDIAN) {
+        memcpy(o, in, n * 4);
+    } else {
+        for (size_t k = 0; k < n; k++)
+            for (int b = 0; b < 4; b++)
+                o[4 * k + (size_t)b] = in[4 * k + 3 - (size_t)b];
+    }
+}
+
 gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char **buf, size_t *len)
 {
-    int c = im->channels;
     *buf = NULL;
     *len = 0;
     char hdr[GIMG_PNM_HEADER_MAX];
@@ -677,13 +830,9 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
     gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);
     if (st)
         return st;
-
-    size_t n = (size_t)im->width * (size_t)c;   /* samples per row */
-    /* Bytes per sample on file: netpbm's rule, by the maxval alone. */
-    const int wide = im->sample == GIMG_U16 && file_maxval(im) > 255;
-    size_t file_sample = im->sample == GIMG_F32 ? 4 : wide ? 2 : 1;
-    size_t row = n * file_sample, data, total;
-    if (__builtin_mul_overflow(row, (size_t)im->height, &data) ||
+    const size_t row = gimg_pnm_row_bytes(im);
+    size_t data, total;
+    if (!row || __builtin_mul_overflow(row, (size_t)im->height, &data) ||
         __builtin_add_overflow(data, hl, &total))
         return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
     unsigned char *out = gimg_alloc_large(total);
@@ -691,31 +840,9 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f, unsigned char *
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);
     memcpy(out, hdr, hl);
     unsigned char *o = out + hl;
-    for (int i = 0; i < im->height; i++, o += row) {
-        /* PFM stores the bottom row first. */
-        int y = f == GIMG_FMT_PFM ? im->height - 1 - i : i;
-        const unsigned char *in = gimg_row(im, y);
-        if (im->sample == GIMG_U8) {
-            memcpy(o, in, row);
-        } else if (im->sample == GIMG_U16 && !wide) {
-            /* A 16-bit image whose maxval is at most 255. */
-            const uint16_t *s16 = (const uint16_t *)in;
-            for (size_t k = 0; k < n; k++)
-                o[k] = (unsigned char)s16[k];
-        } else if (im->sample == GIMG_U16) {
-            const uint16_t *s16 = (const uint16_t *)in;
-            for (size_t k = 0; k < n; k++) {
-                o[2 * k] = (unsigned char)(s16[k] >> 8);
-                o[2 * k + 1] = (unsigned char)s16[k];
-            }
-        } else if (HOST_LITTLE_ENDIAN) {
-            memcpy(o, in, row);
-        } else {
-            for (size_t k = 0; k < n; k++)
-                for (int b = 0; b < 4; b++)
-                    o[4 * k + (size_t)b] = in[4 * k + 3 - (size_t)b];
-        }
-    }
+    /* PFM stores the bottom row first. */
+    for (int i = 0; i < im->height; i++, o += row)
+        gimg_pnm_encode_row(im, f == GIMG_FMT_PFM ? im->height - 1 - i : i, o);
     *buf = out;
     *len = total;
     return GIMG_OK;
@@ -808,6 +935,9 @@ const gimg_codec gimg_codec_pnm = {
     .layout = layout_pnm,
     .encode = encode_pnm,
     .meta = 0,
+    .rows_open = rows_open_netpbm,
+    .rows_read = rows_read_netpbm,
+    .rows_close = rows_close_netpbm,
     .maxval_rule = GIMG_MAXVAL_ANY,
 };
 const gimg_codec gimg_codec_pam = {
@@ -820,6 +950,9 @@ const gimg_codec gimg_codec_pam = {
     .layout = layout_pam,
     .encode = encode_pam,
     .meta = 0,
+    .rows_open = rows_open_netpbm,
+    .rows_read = rows_read_netpbm,
+    .rows_close = rows_close_netpbm,
     .maxval_rule = GIMG_MAXVAL_ANY,
 };
 const gimg_codec gimg_codec_pfm = {
@@ -832,5 +965,8 @@ const gimg_codec gimg_codec_pfm = {
     .layout = layout_pfm,
     .encode = encode_pfm,
     .meta = 0,
+    .rows_open = rows_open_netpbm,
+    .rows_read = rows_read_netpbm,
+    .rows_close = rows_close_netpbm,
     .maxval_rule = GIMG_MAXVAL_FULL,
 };

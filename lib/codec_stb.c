@@ -232,15 +232,39 @@ static gimg_status encode_hdr(const gimg_image *im, const gimg_write_opts *o, un
     return encode_stb(GIMG_FMT_HDR, im, buf, len);
 }
 
+/* No metadata: stb_image keeps none. */
 const gimg_codec gimg_codec_bmp = {
-    GIMG_FMT_BMP, "BMP", "bmp", 0, sniff_bmp, probe_stb, decode_stb, layout_bmp, encode_bmp,
-    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
+    .format = GIMG_FMT_BMP,
+    .name = "BMP",
+    .extensions = "bmp",
+    .sniff = sniff_bmp,
+    .probe = probe_stb,
+    .decode = decode_stb,
+    .layout = layout_bmp,
+    .encode = encode_bmp,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };
+/* No metadata: stb_image keeps none. */
 const gimg_codec gimg_codec_tga = {
-    GIMG_FMT_TGA, "TGA", "tga", 0, sniff_tga, probe_stb, decode_stb, layout_tga, encode_tga,
-    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
+    .format = GIMG_FMT_TGA,
+    .name = "TGA",
+    .extensions = "tga",
+    .sniff = sniff_tga,
+    .probe = probe_stb,
+    .decode = decode_stb,
+    .layout = layout_tga,
+    .encode = encode_tga,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };
+/* No metadata: stb_image keeps none. */
 const gimg_codec gimg_codec_hdr = {
-    GIMG_FMT_HDR, "HDR", "hdr", 0, sniff_hdr, probe_stb, decode_stb, layout_hdr, encode_hdr,
-    0, GIMG_MAXVAL_FULL, NULL, /* no metadata: stb_image keeps none */
+    .format = GIMG_FMT_HDR,
+    .name = "HDR",
+    .extensions = "hdr",
+    .sniff = sniff_hdr,
+    .probe = probe_stb,
+    .decode = decode_stb,
+    .layout = layout_hdr,
+    .encode = encode_hdr,
+    .maxval_rule = GIMG_MAXVAL_FULL,
 };

@@ -94,6 +94,11 @@
  * libtiff handle over the same buffer (Deflate decoding, libdeflate's, is
  * most of the time).
  *
+ * Band reading (band.h; "rows" below): the same checks and the same
+ * chunk decoding, a strip or a row of tiles at a time, for every layout
+ * above (the orientation is not applied, so rows come out in order); the
+ * metadata, all in the page's directory, comes with the header.
+ *
  * Writing: 8/16-bit and float, 1-4 channels, as they are (layout() keeps
  * every layout): MINISBLACK for 1-2 channels, RGB for 3-4, the last
  * channel of 2 and 4 marked as unassociated alpha; contiguous strips of
@@ -874,6 +879,44 @@ typedef struct {
     char why[256];
 } decode_job;
 
+/* How reading one chunk ended. */
+typedef enum { CHUNK_READ, CHUNK_OUTSIDE, CHUNK_SHORT, CHUNK_BROKEN } chunk_outcome;
+
+/* Decodes chunk i, whose strip has h rows (the last may be short; a tile
+ * is decoded whole, edges included), into dst; file_len is the file's
+ * size. What went wrong is recorded by chunk_failure, so that a caller
+ * that meets several failures reports the one decoding whole reports. */
+static chunk_outcome read_chunk(TIFF *tif, const tiff_log *log, const tiff_layout *L,
+                                size_t file_len, uint32_t i, uint32_t h, unsigned char *dst)
+{
+    /* A chunk must lie inside the file (libtiff would refuse it too,
+     * with a less telling message). */
+    uint64_t off = TIFFGetStrileOffset(tif, i), count = TIFFGetStrileByteCount(tif, i);
+    if (off > file_len || count > file_len - off)
+        return CHUNK_OUTSIDE;
+    tmsize_t want = (tmsize_t)(L->tiled ? L->chunk_bytes : L->chunk_row_bytes * h), got;
+    if (L->tiled)
+        got = TIFFReadEncodedTile(tif, i, dst, want);
+    else
+        got = TIFFReadEncodedStrip(tif, i, dst, want);
+    if (got != want || log->errors)
+        return got >= 0 && !log->errors ? CHUNK_SHORT : CHUNK_BROKEN;
+    return CHUNK_READ;
+}
+
+/* The failure of chunk i (read_chunk's outcome `why`), recorded. */
+static gimg_status chunk_failure(const tiff_layout *L, const tiff_log *log, uint32_t i,
+                                 chunk_outcome why)
+{
+    const char *kind = L->tiled ? "tile" : "strip";
+    if (why == CHUNK_OUTSIDE)
+        return gimg_fail(GIMG_E_FORMAT, "truncated TIFF data: %s %u ends past the end of "
+                         "the file", kind, i);
+    if (why == CHUNK_SHORT)
+        return gimg_fail(GIMG_E_FORMAT, "truncated TIFF data: %s %u is short", kind, i);
+    return corrupt(log, "cannot decode");
+}
+
 /* Decodes chunks until none is left or one fails; *failed_at gets the
  * failing chunk. Chunks are taken in increasing order, and every chunk
  * taken is finished, so the first failing chunk of the file is always
@@ -899,28 +942,10 @@ static gimg_status decode_chunks(decode_work *j, TIFF *tif, tiff_log *log, uint3
         uint32_t y0 = (idx / L->chunks_across) * L->chunk_h;
         uint32_t w = L->width - x0 < L->chunk_w ? L->width - x0 : L->chunk_w;
         uint32_t h = L->height - y0 < L->chunk_h ? L->height - y0 : L->chunk_h;
-        /* A chunk must lie inside the file (libtiff would refuse it too,
-         * with a less telling message). */
-        uint64_t off = TIFFGetStrileOffset(tif, i), count = TIFFGetStrileByteCount(tif, i);
-        if (off > j->len || count > j->len - off) {
-            st = gimg_fail(GIMG_E_FORMAT, "truncated TIFF data: %s %u ends past the end of "
-                           "the file", L->tiled ? "tile" : "strip", i);
-            *failed_at = i;
-            break;
-        }
-        /* A strip decodes to its own rows (the last may be short); a tile,
-         * whole, edges included. */
-        tmsize_t want = (tmsize_t)(L->tiled ? L->chunk_bytes : L->chunk_row_bytes * h), got;
         unsigned char *dst = direct ? j->out->data + (size_t)y0 * stride : scratch;
-        if (L->tiled)
-            got = TIFFReadEncodedTile(tif, i, dst, want);
-        else
-            got = TIFFReadEncodedStrip(tif, i, dst, want);
-        if (got != want || log->errors) {
-            st = got >= 0 && !log->errors
-                     ? gimg_fail(GIMG_E_FORMAT, "truncated TIFF data: %s %u is short",
-                                 L->tiled ? "tile" : "strip", i)
-                     : corrupt(log, "cannot decode");
+        chunk_outcome got = read_chunk(tif, log, L, j->len, i, h, dst);
+        if (got != CHUNK_READ) {
+            st = chunk_failure(L, log, i, got);
             *failed_at = i;
             break;
         }
@@ -1008,6 +1033,17 @@ static void unpremultiply(gimg_image *im)
     }
 }
 
+/* What decoded samples need before they are the image's (MINISWHITE
+ * inverted, associated alpha undone), pixel by pixel: on the whole image
+ * or on a band of its rows (its layout, and its maxval). */
+static void finish_samples(const tiff_layout *L, gimg_image *im)
+{
+    if (L->invert)
+        invert_gray(im);
+    if (L->associated)
+        unpremultiply(im);
+}
+
 /* A tag's bytes (ICC profile, XMP packet) into *m, unless over the cap.
  * present: the page's directory has the tag (libtiff ignores, with a
  * warning, one whose bytes it cannot read: we say so). */
@@ -1075,6 +1111,50 @@ static gimg_status read_meta(TIFF *tif, const unsigned char *buf, size_t len, gi
     return GIMG_OK;
 }
 
+/* The current page's metadata, as decoding gives it: read_meta's, and
+ * the metadata tag libtiff refused, if any, as a warning. */
+static gimg_status decoded_meta(TIFF *tif, const unsigned char *buf, size_t len,
+                                const tiff_log *log, gimg_meta **m)
+{
+    gimg_status st = read_meta(tif, buf, len, m);
+    if (!st && log->meta_note[0])
+        gimg_meta_warn(m, "TIFF tag ignored: %s", log->meta_note);
+    return st;
+}
+
+/* Opens page `page` of s for decoding: *tif at the page, *L its layout
+ * (read and checked: the size limits first), *cap libtiff's allocation
+ * cap. libtiff keeps s and log: they stay put while *tif is open. */
+static gimg_status open_decoding(tiff_stream *s, tiff_log *log, int page, TIFF **tif,
+                                 tiff_layout *L, uint64_t *cap)
+{
+    memset(L, 0, sizeof *L);
+    gimg_status st = open_page(s, log, page, TIFF_ALLOC_CAP, tif, NULL);
+    if (st)
+        return st;
+    if ((st = read_layout(*tif, L))) {
+        TIFFClose(*tif);
+        *tif = NULL;
+        layout_free(L);
+        return st;
+    }
+    /* libtiff may need one decoded chunk's worth (the floating-point
+     * predictor's buffer): reopen with the cap raised to that. */
+    *cap = TIFF_ALLOC_CAP;
+    if (L->chunk_bytes + (1 << 20) > *cap) {
+        TIFFClose(*tif);
+        *cap = L->chunk_bytes + (1 << 20);
+        memset(log, 0, sizeof *log);
+        if ((st = open_page(s, log, page, *cap, tif, NULL))) {
+            layout_free(L);
+            return st;
+        }
+        if (L->photometric == PHOTOMETRIC_YCBCR)
+            TIFFSetField(*tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+    }
+    return GIMG_OK;
+}
+
 static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                           gimg_image *out)
 {
@@ -1083,30 +1163,11 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     tiff_stream s = {(unsigned char *)buf, len, len, 0, 0, 0};
     tiff_log log = {0};
     TIFF *tif;
-    gimg_status st = open_page(&s, &log, page, TIFF_ALLOC_CAP, &tif, NULL);
+    tiff_layout L;
+    uint64_t cap;
+    gimg_status st = open_decoding(&s, &log, page, &tif, &L, &cap);
     if (st)
         return st;
-    tiff_layout L;
-    if ((st = read_layout(tif, &L))) {
-        TIFFClose(tif);
-        layout_free(&L);
-        return st;
-    }
-    /* libtiff may need one decoded chunk's worth (the floating-point
-     * predictor's buffer): reopen with the cap raised to that. */
-    uint64_t cap = TIFF_ALLOC_CAP;
-    if (L.chunk_bytes + (1 << 20) > cap) {
-        TIFFClose(tif);
-        cap = L.chunk_bytes + (1 << 20);
-        tiff_log again = {0};
-        log = again;
-        if ((st = open_page(&s, &log, page, cap, &tif, NULL))) {
-            layout_free(&L);
-            return st;
-        }
-        if (L.photometric == PHOTOMETRIC_YCBCR)
-            TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
-    }
     if ((st = gimg_image_alloc(out, (int)L.width, (int)L.height, L.channels, L.sample))) {
         TIFFClose(tif);
         layout_free(&L);
@@ -1126,11 +1187,8 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     st = decode_chunks(&work, tif, &log, &failed_at);
     if (helping)
         pthread_join(helper, NULL);
-    if (!st && !(helping && helper_job.st)) {
-        st = read_meta(tif, buf, len, &out->meta);
-        if (!st && log.meta_note[0])
-            gimg_meta_warn(&out->meta, "TIFF tag ignored: %s", log.meta_note);
-    }
+    if (!st && !(helping && helper_job.st))
+        st = decoded_meta(tif, buf, len, &log, &out->meta);
     TIFFClose(tif);
     layout_free(&L);
     /* Of two failures, the first chunk's (see decode_chunks). */
@@ -1141,10 +1199,179 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
         memset(out, 0, sizeof *out);
         return st;
     }
-    if (L.invert)
-        invert_gray(out);
-    if (L.associated)
-        unpremultiply(out);
+    finish_samples(&L, out);
+    return GIMG_OK;
+}
+
+/* ------------------------------------------------------ rows (band.h) */
+
+/* A page read band by band. libtiff decodes no less than a chunk (a
+ * strip, or a tile), so the rows come a chunk row at a time: one strip,
+ * or one row of tiles, of every plane kept (a separate-planes file holds
+ * its rows in each plane). A chunk row's rows that the band does not take
+ * wait in `held` for the next band; a strip that falls whole in a band
+ * and decodes to the image's rows goes straight into the band. Memory:
+ * one chunk row in the image's layout and one decoded chunk, besides the
+ * band (a file written as one strip holds it whole all the same). Every
+ * layout decoding takes reads so: its rows come out in order (the
+ * Orientation tag is not applied, only kept), and what decoding does
+ * after the chunks (inversion, unpremultiplication) is done pixel by
+ * pixel. The bands are decoded on one thread (the whole decoder's helper
+ * thread takes chunks in turn over the whole image). */
+typedef struct {
+    tiff_stream s;               /* libtiff holds s and log: the state, */
+    tiff_log log;                /* calloc'd, never moves */
+    TIFF *tif;
+    tiff_layout L;
+    unsigned char *scratch;      /* one decoded chunk (layouts converted) */
+    gimg_image held;             /* a chunk row's rows, in the image's layout */
+    uint32_t held_y0, held_rows; /* which: [held_y0, held_y0 + held_rows) */
+    uint32_t y;                  /* the next row to give */
+} tiff_rows;
+
+static void rows_close_tiff(void *rows)
+{
+    tiff_rows *r = rows;
+    if (!r)
+        return;
+    if (r->tif)
+        TIFFClose(r->tif);
+    layout_free(&r->L);
+    free(r->scratch);
+    gimg_image_free(&r->held);
+    free(r);
+}
+
+static gimg_status rows_open_tiff(const unsigned char *buf, size_t len, const gimg_read_opts *o,
+                                  gimg_image *header, void **rows)
+{
+    *rows = NULL;
+    const int page = o ? o->page : 0;
+    if (page < 0)
+        return GIMG_OK;   /* read.c refuses it, with its message */
+    tiff_rows *r = calloc(1, sizeof *r);
+    if (!r)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    r->s = (tiff_stream){(unsigned char *)buf, len, len, 0, 0, 0};
+    uint64_t cap;
+    gimg_status st = open_decoding(&r->s, &r->log, page, &r->tif, &r->L, &cap);
+    /* Every piece of the metadata is in the page's directory, read now. */
+    if (!st)
+        st = decoded_meta(r->tif, buf, len, &r->log, &header->meta);
+    if (!st && !decodes_in_place(&r->L) &&
+        !(r->scratch = malloc(r->L.chunk_bytes ? (size_t)r->L.chunk_bytes : 1)))
+        st = gimg_fail(GIMG_E_NOMEM, "out of memory decoding TIFF");
+    if (st) {
+        rows_close_tiff(r);
+        gimg_meta_free(header->meta);
+        header->meta = NULL;
+        return st;
+    }
+    header->width = (int)r->L.width;
+    header->height = (int)r->L.height;
+    header->channels = r->L.channels;
+    header->sample = r->L.sample;
+    header->maxval = r->L.maxval;
+    *rows = r;
+    return GIMG_OK;
+}
+
+/* Chunk i failed (read_chunk's `why`). Decoding whole reports the file's
+ * first failing chunk, and numbers chunks plane after plane: with separate
+ * planes, the chunks of the earlier planes below this chunk row come
+ * before i, and are not read yet. The first of them that fails is the
+ * failure; they are read on the same handle, each from a clean log, as
+ * decoding would meet them. */
+static gimg_status chunk_row_failure(tiff_rows *r, uint32_t i, chunk_outcome why)
+{
+    const tiff_layout *L = &r->L;
+    const uint32_t plane = i / L->chunks_per_plane;
+    /* The first chunk of the next chunk row, in a plane. */
+    const uint32_t below = (i % L->chunks_per_plane / L->chunks_across + 1) * L->chunks_across;
+    const tiff_log at_i = r->log;
+    for (uint32_t p = 0; p < plane; p++) {
+        if (plane_channel(L, (int)p) < 0)
+            continue;
+        for (uint32_t c = below; c < L->chunks_per_plane; c++) {
+            const uint32_t j = p * L->chunks_per_plane + c, row = c / L->chunks_across;
+            const uint32_t y0 = row * L->chunk_h;
+            const uint32_t h = L->height - y0 < L->chunk_h ? L->height - y0 : L->chunk_h;
+            r->log.errors = 0;
+            r->log.first[0] = '\0';
+            chunk_outcome earlier = read_chunk(r->tif, &r->log, L, r->s.len, j, h, r->scratch);
+            if (earlier != CHUNK_READ)
+                return chunk_failure(L, &r->log, j, earlier);
+        }
+    }
+    r->log = at_i;
+    return chunk_failure(L, &r->log, i, why);
+}
+
+/* Chunk row k (a strip, or a row of tiles, of every plane kept) into out's
+ * rows from row0 on: decoded into them (decodes_in_place, out's rows
+ * packed as the strip's) or through the scratch chunk. */
+static gimg_status read_chunk_row(tiff_rows *r, uint32_t k, gimg_image *out, int row0)
+{
+    const tiff_layout *L = &r->L;
+    const uint32_t y0 = k * L->chunk_h;
+    const uint32_t h = L->height - y0 < L->chunk_h ? L->height - y0 : L->chunk_h;
+    for (uint32_t p = 0; p < L->planes; p++) {
+        if (L->planes > 1 && plane_channel(L, (int)p) < 0)
+            continue;
+        for (uint32_t a = 0; a < L->chunks_across; a++) {
+            const uint32_t i = p * L->chunks_per_plane + k * L->chunks_across + a;
+            const uint32_t x0 = a * L->chunk_w;
+            const uint32_t w = L->width - x0 < L->chunk_w ? L->width - x0 : L->chunk_w;
+            unsigned char *dst = r->scratch ? r->scratch : gimg_row(out, row0);
+            chunk_outcome got = read_chunk(r->tif, &r->log, L, r->s.len, i, h, dst);
+            if (got != CHUNK_READ)
+                return chunk_row_failure(r, i, got);
+            if (r->scratch)
+                convert_chunk(L, r->scratch, (size_t)L->chunk_row_bytes, (int)p, x0,
+                              (uint32_t)row0, w, h, out);
+        }
+    }
+    return GIMG_OK;
+}
+
+static gimg_status rows_read_tiff(void *rows, gimg_image *band)
+{
+    tiff_rows *r = rows;
+    const tiff_layout *L = &r->L;
+    const size_t row_bytes = (size_t)band->width * gimg_pixel_bytes(band);
+    gimg_status st = GIMG_OK;
+    for (int i = 0; i < band->height && !st;) {
+        const uint32_t y = r->y + (uint32_t)i, left = (uint32_t)(band->height - i);
+        /* Rows of the last chunk row read not given yet (y >= held_y0). */
+        if (y - r->held_y0 < r->held_rows) {
+            uint32_t n = r->held_y0 + r->held_rows - y;
+            n = n < left ? n : left;
+            for (uint32_t k = 0; k < n; k++)
+                memcpy(gimg_row(band, i + (int)k), gimg_row(&r->held, (int)(y - r->held_y0 + k)),
+                       row_bytes);
+            i += (int)n;
+            continue;
+        }
+        /* Every row above y was given: y starts chunk row y / chunk_h. */
+        const uint32_t h = L->height - y < L->chunk_h ? L->height - y : L->chunk_h;
+        if (decodes_in_place(L) && h <= left && band->stride_bytes == L->chunk_row_bytes) {
+            st = read_chunk_row(r, y / L->chunk_h, band, i);
+            i += (int)h;
+            continue;
+        }
+        r->held_rows = 0;
+        const uint32_t most = L->chunk_h < L->height ? L->chunk_h : L->height;
+        if (!r->held.data)
+            st = gimg_image_alloc(&r->held, (int)L->width, (int)most, L->channels, L->sample);
+        if (!st && !(st = read_chunk_row(r, y / L->chunk_h, &r->held, 0))) {
+            r->held_y0 = y;
+            r->held_rows = h;
+        }
+    }
+    if (st)
+        return st;
+    r->y += (uint32_t)band->height;
+    finish_samples(L, band);
     return GIMG_OK;
 }
 
@@ -1303,4 +1530,7 @@ const gimg_codec gimg_codec_tiff = {
     .encode = encode,
     .meta = GIMG_META_ICC | GIMG_META_XMP | GIMG_META_RESOLUTION | GIMG_META_ORIENTATION,
     .maxval_rule = GIMG_MAXVAL_BITS,
+    .rows_open = rows_open_tiff,
+    .rows_read = rows_read_tiff,
+    .rows_close = rows_close_tiff,
 };

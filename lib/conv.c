@@ -381,6 +381,7 @@ typedef struct {
     const fimage *f;
     int premult;
     float amax;
+    int y_base;     /* the image row that img's or f's first row holds (bands) */
 } row_src;
 
 #define FETCH_BODY                                                                         \
@@ -484,9 +485,10 @@ static cpu_fns pick_fns(void)
 typedef struct {
     fimage *f;
     gimg_image *out;
-    const gimg_image *orig;
+    const gimg_image *orig; /* the input, its rows aligned with out's */
     const gimg_conv_opts *o;
     float unit; /* gimg_conv_alpha_unit */
+    int y_base; /* the image row that f's or out's first row holds (bands) */
 } row_sink;
 
 /* One thread's buffers for a stage. */
@@ -506,7 +508,7 @@ static void pad_row(const row_src *s, const cpu_fns *fn, int y, const int *xmap,
     }
     /* The row goes straight to its place; the padding copies from it. */
     float *body = dst + (size_t)ax * C;
-    fn->fetch(s, y, body);
+    fn->fetch(s, y - s->y_base, body);
     for (int p = 0; p < kw - 1; p++) {
         /* pad p covers x = -ax + p for p < ax, else x = W + (p - ax) */
         int x = p < ax ? p : W + ax + (p - ax);
@@ -519,8 +521,11 @@ static void pad_row(const row_src *s, const cpu_fns *fn, int y, const int *xmap,
     }
 }
 
+/* Rows [r0, r1) of a stage's output, of an image of H rows: the source's
+ * rows that they need must be in it (whole, or a band's: src->y_base). */
 static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_border b, int W,
-                             int H, int C, const row_sink *sink, const cpu_fns *fn)
+                             int H, int C, int r0, int r1, const row_sink *sink,
+                             const cpu_fns *fn)
 {
     const int kw = k->width, kh = k->height, ax = k->anchor_x, ay = k->anchor_y;
     const int sep = k->kind == GIMG_KERNEL_SEPARABLE;
@@ -533,11 +538,13 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
     for (int p = 0; p < kw - 1; p++)
         xmap[p] = gimg_border_index(p < ax ? (long)p - ax : (long)W + (p - ax), W, b);
     int failed = 0;
-    const int threads = (size_t)W * H * kw * kh > 200000 ? omp_get_max_threads() : 1;
+    const int rows_out = r1 - r0;
+    const int threads = (size_t)W * rows_out * kw * kh > 200000 ? omp_get_max_threads() : 1;
     #pragma omp parallel num_threads(threads) reduction(| : failed)
     {
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const int y0 = (int)((long)H * t / nt), y1 = (int)((long)H * (t + 1) / nt);
+        const int y0 = r0 + (int)((long)rows_out * t / nt);
+        const int y1 = r0 + (int)((long)rows_out * (t + 1) / nt);
         stage_bufs bf = {0};
         bf.ring = malloc((size_t)kh * slot * sizeof(float));
         bf.tag = malloc((size_t)kh * sizeof(int));
@@ -582,9 +589,10 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
                     }
                 }
                 if (sink->f)
-                    memcpy(sink->f->v + (size_t)y * n, out, n * sizeof(float));
+                    memcpy(sink->f->v + (size_t)(y - sink->y_base) * n, out, n * sizeof(float));
                 else
-                    fn->narrow(out, sink->orig, sink->o, sink->unit, y, sink->out);
+                    fn->narrow(out, sink->orig, sink->o, sink->unit, y - sink->y_base,
+                               sink->out);
             }
         }
         free(bf.ring);
@@ -601,17 +609,17 @@ static gimg_status conv_cpu_into(const gimg_image *in, const gimg_conv_opts *o, 
 {
     const int W = in->width, H = in->height, C = in->channels;
     const cpu_fns fn = pick_fns();
-    row_src src = {in, NULL, gimg_conv_premultiplied(o, C), gimg_conv_alpha_max(in->sample)};
+    row_src src = {in, NULL, gimg_conv_premultiplied(o, C), gimg_conv_alpha_max(in->sample), 0};
     fimage cur = {0}, next = {0};
     gimg_status st = GIMG_OK;
     for (int s = 0; s < o->n_kernels && !st; s++) {
-        row_sink sink = {NULL, out, in, o, gimg_conv_alpha_unit(o, in->sample)};
+        row_sink sink = {NULL, out, in, o, gimg_conv_alpha_unit(o, in->sample), 0};
         if (s + 1 < o->n_kernels) {
             if ((st = fimage_alloc(&next, W, H, C)))
                 break;
             sink.f = &next;
         }
-        st = run_stage(&src, &o->kernels[s], o->border, W, H, C, &sink, &fn);
+        st = run_stage(&src, &o->kernels[s], o->border, W, H, C, 0, H, &sink, &fn);
         free(cur.v);
         cur = next;
         next.v = NULL;
@@ -634,6 +642,235 @@ gimg_status gimg_conv_cpu(const gimg_image *in, const gimg_conv_opts *o, gimg_im
     if ((st = conv_cpu_into(in, o, out)))
         gimg_image_free(out);
     return st;
+}
+
+/* -------------------------------------------------------------- bands */
+
+/*
+ * The convolution of an image given band by band (gimg_conv.h): the input
+ * rows that the output rows still to come need are kept in a window, the
+ * output rows whose input is all there are computed by the same stages
+ * as the whole image's (run_stage, on rows [r0, r1) of a stage), and so
+ * are the same bits. A chain's intermediate stages are computed for the
+ * rows the next stage reads, border rows included (needed_rows).
+ */
+typedef struct {
+    int lo, hi;    /* rows [lo, hi) */
+} row_range;
+
+struct gimg_conv_bands {
+    gimg_conv_opts o;
+    int W, H, C;
+    gimg_sample sample;
+    unsigned maxval;
+    cpu_fns fn;
+    gimg_image window;     /* input rows [win_lo, win_lo + win_rows) */
+    int win_lo, win_rows;
+    int rows_in;           /* input rows given so far */
+    int next_out;          /* the first output row not yet given */
+    gimg_image out;        /* the output rows given by the last call */
+    fimage stage[2];       /* intermediate stages' rows */
+    row_range *ranges;     /* per stage, the source rows it reads (work space) */
+};
+
+/* The rows of a stage's source that rows [lo, hi) of its output read,
+ * through the border (rows past the edges map to rows near them, or to
+ * none for the zero border). */
+static void include_row(row_range *r, int y)
+{
+    if (y < 0)
+        return;
+    r->lo = y < r->lo ? y : r->lo;
+    r->hi = y + 1 > r->hi ? y + 1 : r->hi;
+}
+
+static row_range source_rows(const gimg_kernel *k, gimg_border b, int H, row_range out)
+{
+    const long p0 = (long)out.lo - k->anchor_y;
+    const long p1 = (long)out.hi - 1 - k->anchor_y + k->height - 1; /* inclusive */
+    row_range r = {INT_MAX, INT_MIN};
+    const long in0 = p0 > 0 ? p0 : 0, in1 = p1 < H - 1 ? p1 : H - 1;
+    if (in0 <= in1) {
+        r.lo = (int)in0;
+        r.hi = (int)in1 + 1;
+    }
+    for (long p = p0; p < 0 && p <= p1; p++) /* at most a kernel's height each side */
+        include_row(&r, gimg_border_index(p, H, b));
+    for (long p = p1; p >= H && p >= p0; p--)
+        include_row(&r, gimg_border_index(p, H, b));
+    if (r.lo > r.hi)
+        r.lo = r.hi = out.lo; /* none */
+    return r;
+}
+
+/* For output rows [lo, hi): ranges[s] is the rows of stage s's source
+ * (ranges[0]: the input's) that they need. */
+static void needed_rows(const gimg_conv_bands *cb, int lo, int hi, row_range *ranges)
+{
+    row_range r = {lo, hi};
+    for (int s = cb->o.n_kernels - 1; s >= 0; s--) {
+        r = source_rows(&cb->o.kernels[s], cb->o.border, cb->H, r);
+        ranges[s] = r;
+    }
+}
+
+gimg_status gimg_conv_bands_begin(const gimg_image *layout, const gimg_conv_opts *o,
+                                  gimg_conv_bands **out)
+{
+    *out = NULL;
+    gimg_status st = check_opts(layout, o);
+    if (st)
+        return st;
+    if (o->border == GIMG_BORDER_WRAP)
+        return GIMG_OK; /* the first rows need the last ones: read whole */
+    gimg_conv_bands *cb = calloc(1, sizeof *cb);
+    if (!cb || !(cb->ranges = calloc((size_t)o->n_kernels, sizeof *cb->ranges))) {
+        free(cb);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    cb->o = *o;
+    cb->W = layout->width;
+    cb->H = layout->height;
+    cb->C = layout->channels;
+    cb->sample = layout->sample;
+    cb->maxval = layout->maxval;
+    cb->fn = pick_fns();
+    *out = cb;
+    return GIMG_OK;
+}
+
+void gimg_conv_bands_free(gimg_conv_bands *cb)
+{
+    if (!cb)
+        return;
+    gimg_image_free(&cb->window);
+    gimg_image_free(&cb->out);
+    free(cb->stage[0].v);
+    free(cb->stage[1].v);
+    free(cb->ranges);
+    free(cb);
+}
+
+/* Room for `rows` rows in *im (of the bands' layout), its rows kept. */
+static gimg_status ensure_rows(const gimg_conv_bands *cb, gimg_image *im, int rows, int keep)
+{
+    if (im->data && im->height >= rows)
+        return GIMG_OK;
+    gimg_image bigger;
+    gimg_status st = gimg_image_alloc(&bigger, cb->W, rows, cb->C, cb->sample);
+    if (st)
+        return st;
+    if (keep)
+        memcpy(bigger.data, im->data, im->stride_bytes * (size_t)keep);
+    gimg_image_free(im);
+    *im = bigger;
+    return GIMG_OK;
+}
+
+static gimg_status ensure_fimage(const gimg_conv_bands *cb, fimage *f, int rows)
+{
+    if (f->v && f->H >= rows)
+        return GIMG_OK;
+    free(f->v);
+    f->v = NULL;
+    return fimage_alloc(f, cb->W, rows, cb->C);
+}
+
+/* Output rows [lo, hi), whose input is in the window, into cb->out. */
+static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
+{
+    gimg_status st = ensure_rows(cb, &cb->out, hi - lo, 0);
+    if (st)
+        return st;
+    cb->out.height = hi - lo;
+    needed_rows(cb, lo, hi, cb->ranges);
+    /* The input's rows aligned with the output's, for the alpha modes. */
+    gimg_image orig = cb->window;
+    orig.data = gimg_row(&cb->window, lo - cb->win_lo);
+    orig.height = hi - lo;
+    row_src src = {&cb->window, NULL, gimg_conv_premultiplied(&cb->o, cb->C),
+                   gimg_conv_alpha_max(cb->sample), cb->win_lo};
+    const int n = cb->o.n_kernels;
+    for (int s = 0; s < n && !st; s++) {
+        row_sink sink = {NULL, &cb->out, &orig, &cb->o, gimg_conv_alpha_unit(&cb->o, cb->sample),
+                         lo};
+        row_range r = {lo, hi};
+        if (s + 1 < n) {
+            r = cb->ranges[s + 1];
+            fimage *next = &cb->stage[s % 2];
+            if ((st = ensure_fimage(cb, next, r.hi - r.lo)))
+                break;
+            sink.f = next;
+            sink.y_base = r.lo;
+        }
+        st = run_stage(&src, &cb->o.kernels[s], cb->o.border, cb->W, cb->H, cb->C, r.lo, r.hi,
+                       &sink, &cb->fn);
+        src = (row_src){NULL, sink.f, 0, 0.0f, sink.y_base};
+    }
+    if (!st) {
+        gimg_image in = {.sample = cb->sample, .maxval = cb->maxval};
+        clamp_maxval(&in, &cb->out);
+    }
+    return st;
+}
+
+gimg_status gimg_conv_bands_add(gimg_conv_bands *cb, const gimg_image *band, gimg_image *out,
+                                int *y0)
+{
+    memset(out, 0, sizeof *out);
+    *y0 = cb->next_out;
+    if (band->width != cb->W || band->channels != cb->C || band->sample != cb->sample ||
+        band->height < 1 || band->height > cb->H - cb->rows_in)
+        return gimg_fail(GIMG_E_USAGE, "gimg_conv_bands_add: a band of another layout, or "
+                                       "past the image's rows");
+    /* The window keeps the rows that the output rows still to come may
+     * read (through the bottom border, a row may read rows above those of
+     * the rows before it: all of them are asked). */
+    needed_rows(cb, cb->next_out, cb->H, cb->ranges);
+    int keep_from = cb->ranges[0].lo < cb->win_lo ? cb->win_lo : cb->ranges[0].lo;
+    if (cb->win_rows && keep_from > cb->win_lo + cb->win_rows)
+        keep_from = cb->win_lo + cb->win_rows;
+    const int drop = cb->win_rows ? keep_from - cb->win_lo : 0;
+    const int kept = cb->win_rows - drop;
+    if (drop > 0 && kept > 0)
+        memmove(cb->window.data, gimg_row(&cb->window, drop), cb->window.stride_bytes * (size_t)kept);
+    cb->win_lo = cb->win_rows ? keep_from : 0;
+    cb->win_rows = kept;
+    gimg_status st = ensure_rows(cb, &cb->window, kept + band->height, kept);
+    if (st)
+        return st;
+    const size_t row_bytes = (size_t)cb->W * cb->C * cb->sample;
+    for (int i = 0; i < band->height; i++)
+        memcpy(gimg_row(&cb->window, kept + i), gimg_row(band, i), row_bytes);
+    cb->win_rows += band->height;
+    cb->rows_in += band->height;
+    cb->window.height = cb->win_rows;
+    /* The output rows whose input is all here: every row, once the last
+     * band is in; otherwise up to the first whose last source row is not. */
+    int hi = cb->H;
+    if (cb->rows_in < cb->H) {
+        hi = cb->next_out;
+        int step = cb->rows_in - cb->next_out > 1 ? cb->rows_in - cb->next_out : 1;
+        while (step > 0) { /* the largest hi whose rows' input is here */
+            if (hi + step <= cb->H) {
+                needed_rows(cb, cb->next_out, hi + step, cb->ranges);
+                if (cb->ranges[0].hi <= cb->rows_in) {
+                    hi += step;
+                    continue;
+                }
+            }
+            step /= 2;
+        }
+    }
+    if (hi <= cb->next_out)
+        return GIMG_OK;
+    if ((st = compute_rows(cb, cb->next_out, hi)))
+        return st;
+    *out = cb->out;
+    out->meta = NULL;
+    *y0 = cb->next_out;
+    cb->next_out = hi;
+    return GIMG_OK;
 }
 
 /* ----------------------------------------------------------------------- GPU */

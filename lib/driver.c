@@ -1,5 +1,6 @@
 /* driver.c — inputs, outputs, streams and the pipeline for every tool. */
 #include "driver.h"
+#include "band.h"
 #include "batch.h"
 #include "codec.h"
 #include "ctx_internal.h"
@@ -31,6 +32,7 @@ typedef struct {
     int stream;             /* reading a PNM stream from standard input */
     int stream_over;        /* the stream ended, or broke and cannot resync */
     int gpu_codecs;         /* JPEG goes to the GPU's codecs (gpu_jpeg.h) */
+    int bands;              /* large images are read in bands (band.h) */
     char *as_folder[GIMG_DRIVER_IMAGES]; /* "NAME/" for an output spec NAME that is
                                             an existing folder */
     pthread_mutex_t lock;
@@ -56,6 +58,10 @@ typedef struct {
     int file_mapped;    /* gimg_slurp's (else malloc'd: standard input) */
     unsigned char *jpeg_out;
     size_t jpeg_out_len;
+    /* An image read in bands of band_rows rows (band.h) on the lane: the
+     * file is kept (`file`), `in` is its layout, no pixels. */
+    int band_rows;
+    int page;
     gimg_driver_item info; /* what the callbacks know of it; its images are
                               the outputs (a transform's: image[0]); its
                               output paths are j->out[k].names' for file
@@ -238,8 +244,24 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
     gimg_info info;
     size_t bytes;
     if (gimg_probe_page(buf, len, &o, &info) == GIMG_OK) {
+        /* A large image is kept as a file, for the lane to read in bands
+         * (whether its codec and the tool's settings can is known there). */
+        const int band_rows = j->bands && !from_stdin ? gimg_band_rows(&info, j->c->band_rows)
+                                                      : 0;
         if (j->c->verbose)
             describe(j, name, &info, o.page);
+        if (band_rows) {
+            im->width = info.width;
+            im->height = info.height;
+            im->channels = info.channels;
+            im->sample = info.sample;
+            it->file = buf;
+            it->file_len = len;
+            it->file_mapped = 1;
+            it->band_rows = band_rows;
+            it->page = o.page;
+            return GIMG_OK;
+        }
         if (gimg_check_size(info.width, info.height, info.channels, info.sample, NULL,
                             &bytes) == GIMG_OK) {
             pthread_mutex_lock(&j->lock);
@@ -402,6 +424,125 @@ static gimg_status transform_item(job *j, item *it)
     return st;
 }
 
+/* The output rows a transform gave for an image read in bands: to the
+ * band writer, or into the assembled output image (allocated with the
+ * first rows). */
+static gimg_status put_rows(item *it, gimg_band_writer *w, const gimg_image *header,
+                            const gimg_image *rows, int y0)
+{
+    if (w)
+        return gimg_band_writer_rows(w, rows);
+    gimg_image *out = &it->info.image[0];
+    gimg_status st;
+    if (!out->data &&
+        (st = gimg_image_alloc(out, header->width, header->height, rows->channels, rows->sample)))
+        return st;
+    out->maxval = rows->maxval;
+    const size_t row_bytes = (size_t)rows->width * gimg_pixel_bytes(rows);
+    for (int i = 0; i < rows->height; i++)
+        memcpy(gimg_row(out, y0 + i), gimg_row(rows, i), row_bytes);
+    return GIMG_OK;
+}
+
+/* The job of a kept file read in bands (band.h): a report's, or a
+ * transform's with its output written as the rows come (band.h) or
+ * assembled; or, where the file's codec or the tool's settings cannot,
+ * the image decoded whole after all. Band reading counts as decode time,
+ * the band writer's as encode time. */
+static gimg_status run_bands(job *j, item *it, FILE *out)
+{
+    const gimg_driver *d = j->d;
+    const gimg_read_opts o = {.page = it->page};
+    gimg_band_reader *r = NULL;
+    gimg_band_writer *w = NULL;
+    gimg_image header, band, rows;
+    void *state = NULL;
+    double t0 = gimg_now_ms(), write_ms = 0;
+    gimg_status st = gimg_band_open(it->file, it->file_len, it->file_mapped, &o, it->band_rows,
+                                    &header, &r);
+    const int warned = !st && r && header.meta && header.meta->warning[0];
+    if (warned && !j->c->quiet)
+        fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, header.meta->warning);
+    if (!st && r)
+        st = d->bands.begin(d->user, j->ctx, &it->info, &header, &state);
+    if (!st && !state) {
+        gimg_band_close(r);
+        gimg_meta_free(header.meta);
+        int kept = 0;
+        gimg_image_free(&it->in);
+        st = gimg_decode_in_place(it->file, it->file_len, &o, &it->in, &kept);
+        if (kept) /* the image owns the mapping now */
+            it->file = NULL;
+        else
+            release_file(it);
+        if (!st && !warned && it->in.meta && it->in.meta->warning[0] && !j->c->quiet)
+            fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, it->in.meta->warning);
+        add_ms(j, GIMG_T_DECODE, gimg_now_ms() - t0);
+        if (st)
+            return st;
+        return d->transform ? transform_item(j, it)
+                            : d->report(d->user, j->ctx, &it->info, &it->in, out);
+    }
+    if (!st && d->transform && !d->bands.place)
+        st = gimg_band_writer_open(it->info.output[0], &header, &it->info.write[0], &w);
+    double decode_ms = gimg_now_ms() - t0;
+    int y0, out_y0, n_bands = 0;
+    while (!st) {
+        double t = gimg_now_ms();
+        st = gimg_band_next(r, &band, &y0);
+        decode_ms += gimg_now_ms() - t;
+        if (st || band.height == 0)
+            break;
+        n_bands++;
+        if (!d->transform) {
+            st = d->bands.add(d->user, state, &band, y0);
+            continue;
+        }
+        if (d->bands.place) {
+            st = d->bands.place(d->user, state, &it->info, &band, y0);
+            continue;
+        }
+        if ((st = d->bands.transform(d->user, state, &band, y0, &rows, &out_y0)) || !rows.height)
+            continue;
+        t = gimg_now_ms();
+        if ((st = put_rows(it, w, &header, &rows, out_y0)) && w)
+            it->failed_on = it->info.output[0];
+        write_ms += gimg_now_ms() - t;
+    }
+    if (!st && !header.meta) { /* a PNG's metadata comes with its last rows */
+        header.meta = gimg_band_take_meta(r);
+        if (header.meta && header.meta->warning[0] && !j->c->quiet)
+            fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, header.meta->warning);
+    }
+    if (j->c->verbose)
+        fprintf(stderr, "%s: %s: read in %d bands of %d rows%s\n", d->tool, it->name, n_bands,
+                it->band_rows, !d->transform ? "" : w ? ", written as they came" : "");
+    if (state) {
+        gimg_status end = d->bands.end(d->user, state, &it->info, st || d->transform ? NULL : out);
+        st = st ? st : end;
+    }
+    double t = gimg_now_ms();
+    gimg_status closed = gimg_band_writer_close(w, !st);
+    write_ms += gimg_now_ms() - t;
+    if (closed && !st) {
+        st = closed;
+        it->failed_on = it->info.output[0];
+    }
+    if (!st && d->transform && !w && !d->bands.place) /* assembled: the metadata goes on */
+        it->info.image[0].meta = header.meta;
+    else
+        gimg_meta_free(header.meta);
+    if (st)
+        gimg_image_free(&it->info.image[0]);
+    gimg_band_close(r);
+    release_file(it);
+    add_ms(j, GIMG_T_DECODE, decode_ms);
+    add_ms(j, GIMG_T_ENCODE, write_ms);
+    /* compute() counts the whole call as compute time: this much was not. */
+    add_ms(j, GIMG_T_COMPUTE, -decode_ms - write_ms);
+    return st;
+}
+
 static gimg_status compute(void *user, int lane, int i, void *state)
 {
     job *j = user;
@@ -410,7 +551,7 @@ static gimg_status compute(void *user, int lane, int i, void *state)
     gimg_status st;
     gimg_ctx_bind_lane(lane);
     if (j->d->transform) {
-        st = transform_item(j, it);
+        st = it->band_rows ? run_bands(j, it, NULL) : transform_item(j, it);
         /* An operation that only changes pixels leaves the metadata to us:
          * it moves on to the output. */
         if (!st && !it->info.image[0].meta) {
@@ -421,7 +562,8 @@ static gimg_status compute(void *user, int lane, int i, void *state)
         FILE *f = open_memstream(&it->report, &it->report_len);
         if (!f)
             return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        st = j->d->report(j->d->user, j->ctx, &it->info, &it->in, f);
+        st = it->band_rows ? run_bands(j, it, f)
+                           : j->d->report(j->d->user, j->ctx, &it->info, &it->in, f);
         if (fclose(f) != 0 && !st)
             st = gimg_fail(GIMG_E_NOMEM, "out of memory");
         for (int k = 0; k < GIMG_DRIVER_IMAGES && !st; k++) {
@@ -784,6 +926,11 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
                 ? batch_jpeg_megapixels(&j)
                 : 0,
             c->jobs > 0 ? c->jobs : 1);
+    /* Bands are computed on the CPU: a transform asked to use the GPU, or
+     * which may use it, reads its images whole. */
+    j.bands = d->bands.begin &&
+              (d->transform ? c->device.kind == GIMG_DEV_CPU || !gimg_built_with_cuda()
+                            : c->device.kind != GIMG_DEV_GPU);
     if (!st && d->prepare)
         st = d->prepare(d->user, j.ctx, j.inputs, j.n_inputs, j.stream);
     if (st) {

@@ -81,6 +81,39 @@ typedef struct {
     gimg_write_opts write[GIMG_DRIVER_IMAGES];
 } gimg_driver_item;
 
+/* Optional: an image read in bands (band.h: one of more pixels than the
+ * threshold, or taller than --band-rows), so that it is never held whole.
+ * begin sees the image's layout (header: size, channels, sample, maxval
+ * and what metadata precedes the pixels; data NULL) and sets *state, or
+ * leaves it NULL (GIMG_OK) when the job's settings need the whole image:
+ * the driver then decodes it and calls report or transform. The bands
+ * come in order (band: the image's rows y0 .. y0 + band->height - 1, a
+ * view valid during the call):
+ *  - report tools: add takes each; end writes the report to out as
+ *    report would and frees state; with out NULL (a band or add failed)
+ *    it only frees.
+ *  - transform tools (whose output has the input's size): transform
+ *    takes each and gives the output rows it completes, *out rows
+ *    [*out_y0, *out_y0 + out->height) in order (height 0: none yet; a view
+ *    valid until the next call), and after the last band all the rest;
+ *    the driver writes them as they come where the output's format can
+ *    be written so (band.h), else assembles the output image. Or, for
+ *    outputs whose rows do not follow the input's (a flip, a rotation):
+ *    begin allocates the whole output, item->image[0] (its metadata
+ *    too), and place puts each band in it. end(out NULL) frees state.
+ * Called on a compute lane; used on the CPU only (with --device gpu the
+ * image is read whole). */
+typedef struct {
+    gimg_status (*begin)(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                         const gimg_image *header, void **state);
+    gimg_status (*add)(void *user, void *state, const gimg_image *band, int y0);
+    gimg_status (*transform)(void *user, void *state, const gimg_image *band, int y0,
+                             gimg_image *out, int *out_y0);
+    gimg_status (*place)(void *user, void *state, gimg_driver_item *item,
+                         const gimg_image *band, int y0);
+    gimg_status (*end)(void *user, void *state, gimg_driver_item *item, FILE *out);
+} gimg_driver_bands;
+
 typedef struct {
     const char *tool;
     /* One of these two. Called on a compute lane; ctx chooses the device. */
@@ -104,6 +137,8 @@ typedef struct {
                            int stream);
     /* Report tools, optional: the images report may make besides its text. */
     gimg_driver_output images[GIMG_DRIVER_IMAGES];
+    /* Optional: large images in bands. */
+    gimg_driver_bands bands;
     void *user;
 } gimg_driver;
 

@@ -54,6 +54,11 @@ gimg_status gimg_hist_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_hi
 /* The CPU reference (and fallback). */
 gimg_status gimg_hist_compute_cpu(const gimg_image *im, const gimg_hist_params *p,
                                   gimg_hist *out);
+/* Adds part's counts to total's, for a histogram counted band by band
+ * (the counts are exact: the sum is the whole image's histogram). A
+ * total with no counts yet (zeroed) takes part's bins; otherwise the bins
+ * must be the same (GIMG_E_USAGE). Errors: GIMG_E_NOMEM. */
+gimg_status gimg_hist_add(gimg_hist *total, const gimg_hist *part);
 void gimg_hist_free(gimg_hist *h);
 
 /* ------------------------------------------------------------ equalization */

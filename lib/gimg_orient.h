@@ -55,6 +55,21 @@ gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image 
 gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op,
                         gimg_image *out);
 
+/*
+ * A symmetry of an image too large to hold twice, given band by band
+ * (gimg(7) LARGE IMAGES), on the CPU: begin allocates *out, op's output
+ * for header's layout (size, channels, sample, maxval, metadata; no
+ * pixels), with the metadata gimg_orient gives it; add puts the input's
+ * rows [y0, y0 + band->height) where op sends them. Once every row was
+ * added, *out is gimg_orient's output, byte for byte. Not for AUTO
+ * (GIMG_E_USAGE), whose symmetry comes from metadata that may follow the
+ * pixels (a PNG's EXIF).
+ */
+gimg_status gimg_orient_bands_begin(const gimg_image *header, gimg_orient_op op,
+                                    gimg_image *out);
+void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gimg_image *band,
+                           int y0, gimg_image *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -118,6 +118,26 @@ gimg_status gimg_stats_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_s
 gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *o,
                                    gimg_stats *out);
 
+/*
+ * The statistics of an image too large to hold, given band by band
+ * (gimg(7) LARGE IMAGES): begin with the whole image's layout (size,
+ * channels, sample; no pixels), add its rows in order in bands of any
+ * height, end with the statistics, which are gimg_stats_compute's on the
+ * CPU, bit for bit: integer sums are exact in any order, and float sums
+ * are taken in the same blocks of rows and added in the same order (the
+ * rows of a block that two bands share are carried from one to the next:
+ * at most GIMG_STATS_FLOAT_BLOCK_SAMPLES samples). Order statistics of
+ * float samples need every sample at once: begin refuses them
+ * (GIMG_E_USAGE); read such images whole. gimg_stats_end frees acc
+ * whether or not out is given (NULL: only free, after a failure); it
+ * fails when fewer rows were added than the image has.
+ */
+typedef struct gimg_stats_acc gimg_stats_acc;
+gimg_status gimg_stats_begin(const gimg_image *layout, const gimg_stats_opts *o,
+                             gimg_stats_acc **acc);
+gimg_status gimg_stats_add(gimg_stats_acc *acc, const gimg_image *band);
+gimg_status gimg_stats_end(gimg_stats_acc *acc, gimg_stats *out);
+
 /* ----------------------------------------------------------- comparison */
 
 typedef struct {

@@ -90,6 +90,32 @@ gimg_status gimg_hist_alloc(const gimg_image *im, const gimg_hist_params *p, gim
     return GIMG_OK;
 }
 
+gimg_status gimg_hist_add(gimg_hist *total, const gimg_hist *part)
+{
+    const size_t n = (size_t)part->channels * (size_t)part->bins;
+    if (!total->counts) {
+        *total = *part;
+        if (!(total->counts = calloc(n, sizeof *total->counts))) {
+            memset(total, 0, sizeof *total);
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        }
+        memset(total->below, 0, sizeof total->below);
+        memset(total->above, 0, sizeof total->above);
+        memset(total->nan, 0, sizeof total->nan);
+    } else if (total->channels != part->channels || total->bins != part->bins ||
+               total->lo != part->lo || total->hi != part->hi) {
+        return gimg_fail(GIMG_E_USAGE, "gimg_hist_add: histograms of other bins");
+    }
+    for (size_t i = 0; i < n; i++)
+        total->counts[i] += part->counts[i];
+    for (int c = 0; c < part->channels; c++) {
+        total->below[c] += part->below[c];
+        total->above[c] += part->above[c];
+        total->nan[c] += part->nan[c];
+    }
+    return GIMG_OK;
+}
+
 void gimg_hist_free(gimg_hist *h)
 {
     free(h->counts);

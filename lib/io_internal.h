@@ -73,6 +73,11 @@ gimg_status gimg_pnm_view(const unsigned char *buf, size_t len, gimg_image *out,
 #define GIMG_PNM_HEADER_MAX 160
 gimg_status gimg_pnm_header(const gimg_image *im, gimg_format f, char *hdr, size_t cap,
                             size_t *len);
+/* The bytes of one of im's rows in a PNM, PAM or PFM file (0 if that
+ * overflows), and row y of im as the file holds it (o: that many bytes).
+ * gimg_pnm_encode is the header, then these rows (PFM: from the last). */
+size_t gimg_pnm_row_bytes(const gimg_image *im);
+void gimg_pnm_encode_row(const gimg_image *im, int y, unsigned char *o);
 /* Encodes im, whose layout must already suit f:
  *   GIMG_FMT_PNM: 1 or 3 channels, U8 or U16 (P5/P6, maxval gimg_image_max(im))
  *   GIMG_FMT_PAM: 1-4 channels, U8 or U16 (P7 with a named TUPLTYPE)
@@ -95,6 +100,22 @@ gimg_status gimg_png_encode(const gimg_image *im, int level,
  * into buf; returns buf. */
 const char *gimg_io_bits_text(unsigned bits, const char *const *words, unsigned n_words,
                               char *buf, size_t size);
+
+/* Records, for the tools' -v, the kinds of m's metadata that an output of
+ * format f loses (what gimg_write records when it writes such a file). */
+void gimg_io_note_dropped_meta(const gimg_meta *m, const gimg_write_opts *o, gimg_format f);
+
+/* A file written piece by piece (an image written in bands, band.h), as
+ * gimg_write_file writes one: into a temporary beside it (registered for
+ * the signal handler), renamed over it by commit, keeping the mode and
+ * owner of a file it replaces; a device or FIFO is written in place. Not
+ * standard output ("-": GIMG_E_USAGE). abort removes the temporary. Both
+ * commit and abort free f. */
+typedef struct gimg_out_file gimg_out_file;
+gimg_status gimg_out_open(const char *path, gimg_out_file **f);
+gimg_status gimg_out_write(gimg_out_file *f, const void *buf, size_t len);
+gimg_status gimg_out_commit(gimg_out_file *f);
+void gimg_out_abort(gimg_out_file *f);
 
 /* The registry of temporary files the signal handler removes. Registering
  * returns a slot; the registry grows as needed (-1 only when it cannot

@@ -212,6 +212,44 @@ gimg_status gimg_orient_cpu(const gimg_image *in, gimg_orient_op op, gimg_image 
     return GIMG_OK;
 }
 
+/* ---------------------------------------------------------------- bands */
+
+gimg_status gimg_orient_bands_begin(const gimg_image *header, gimg_orient_op op,
+                                    gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    if (op == GIMG_ORIENT_AUTO)
+        return gimg_fail(GIMG_E_USAGE, "gimg_orient_bands_begin: auto needs the metadata "
+                                       "that may follow the pixels: orient the image whole");
+    gimg_status st = gimg_orient_alloc_output(header, op, out);
+    if (!st && (st = carry_over(header, op, out)))
+        gimg_image_free(out);
+    return st;
+}
+
+/*
+ * A symmetry sends the input's rows [y0, y0 + h) to a block of the output
+ * that is the same symmetry of the band alone: output rows (no transpose)
+ * or columns (transpose) [y0, y0 + h), or [H - y0 - h, H - y0) where the
+ * rows are reversed. The band is oriented into a view of that block.
+ */
+void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gimg_image *band,
+                           int y0, gimg_image *out)
+{
+    const gimg_orient_plan p = gimg_orient_plan_of(op);
+    const int first = p.rev_rows ? header->height - y0 - band->height : y0;
+    gimg_image view = *out;
+    view.meta = NULL;
+    if (p.transpose) {
+        view.data = out->data + (size_t)first * gimg_pixel_bytes(out);
+        view.width = band->height;
+    } else {
+        view.data = gimg_row(out, first);
+        view.height = band->height;
+    }
+    gimg_orient_cpu_into(band, op, &view);
+}
+
 #ifdef GIMG_HAVE_CUDA
 #include "gpu_internal.h"
 #include "transpose.h"

@@ -25,9 +25,12 @@ size_t gimg_max_input_bytes(void)
     return (size_t)lim;
 }
 
+/* Files up to this size are mapped with MAP_POPULATE (below). */
+#define GIMG_POPULATE_MAX_BYTES ((uint64_t)64 << 20)
+
 /* Every buffer gimg_slurp() returns is a mapping: of the file itself for a
  * regular file (no copy at all: the pages come straight from the page
- * cache, MAP_POPULATE reads them in one go), or anonymous memory for pipes
+ * cache, MAP_POPULATE reads them in one go up to 64 MiB), or anonymous memory for pipes
  * and terminals, grown with mremap and backed by huge pages. Reading a
  * 48 MB file into fresh 4 KiB pages cost 40-90 ms here; mapping it, 3 ms.
  * check, when given, sees the data after each read, so that an endless
@@ -112,7 +115,11 @@ gimg_status gimg_slurp_checked(const char *path, size_t max_bytes, gimg_slurp_ch
             res = gimg_fail(GIMG_E_LIMIT, "file of %lld bytes is over the input limit of %zu",
                             (long long)st.st_size, limit);
         } else {
-            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+            /* A large file is left to be paged in as it is read: an image
+             * read in bands (band.h) lets its pages go behind it. */
+            const int populate = (uint64_t)st.st_size <= GIMG_POPULATE_MAX_BYTES;
+            void *m = mmap(NULL, (size_t)st.st_size, PROT_READ,
+                           MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
             if (m == MAP_FAILED) {
                 res = gimg_fail(GIMG_E_IO, "%s", strerror(errno));
             } else {

@@ -397,6 +397,32 @@ static void lanes_to_moments(const lane_acc *a, int C, uint64_t pixels, gimg_mom
         m->count[c] = pixels;
 }
 
+/* Adds the float sums of im's blocks (whole blocks of rows from its first
+ * row, the last one possibly short) to m, in row order: computed in
+ * parallel, added in order; about m's shift. */
+static void float_blocks(const gimg_image *im, gimg_moments *m)
+{
+    const int H = im->height;
+    const size_t samples = (size_t)im->width * H * im->channels;
+    const int rows = gimg_stats_block_rows(im->width, im->channels);
+    const int blocks = (H + rows - 1) / rows;
+    gimg_moments *parts = malloc((size_t)blocks * sizeof *parts);
+    #pragma omp parallel for schedule(static) if (parts && samples > 262144)
+    for (int b = 0; b < blocks; b++) {
+        /* No memory for the partial sums: the same sums, a block at a time. */
+        gimg_moments one, *part = parts ? &parts[b] : &one;
+        int y = b * rows;
+        moments_init(part);
+        memcpy(part->shift, m->shift, sizeof m->shift);
+        moments_rows(im, y, y + rows < H ? y + rows : H, part);
+        if (!parts)
+            moments_add(m, part);
+    }
+    for (int b = 0; parts && b < blocks; b++)
+        moments_add(m, &parts[b]);
+    free(parts);
+}
+
 void gimg_moments_fast(const gimg_image *im, gimg_moments *m)
 {
     moments_init(m);
@@ -420,26 +446,9 @@ void gimg_moments_fast(const gimg_image *im, gimg_moments *m)
             m->count[c] = (uint64_t)im->width * (uint64_t)H;
         return;
     }
-    /* Float: the reference's blocks (about the same shift), in parallel,
-     * added in order. */
+    /* Float: the reference's blocks (about the same shift). */
     gimg_moments_shift(im, m->shift);
-    const int rows = gimg_stats_block_rows(im->width, im->channels);
-    const int blocks = (H + rows - 1) / rows;
-    gimg_moments *parts = malloc((size_t)blocks * sizeof *parts);
-    if (!parts) { /* no memory for the partial sums: the same sums, one block at a time */
-        gimg_moments_ref(im, m);
-        return;
-    }
-    #pragma omp parallel for schedule(static) if (samples > 262144)
-    for (int b = 0; b < blocks; b++) {
-        int y = b * rows;
-        moments_init(&parts[b]);
-        memcpy(parts[b].shift, m->shift, sizeof m->shift);
-        moments_rows(im, y, y + rows < H ? y + rows : H, &parts[b]);
-    }
-    for (int b = 0; b < blocks; b++)
-        moments_add(m, &parts[b]);
-    free(parts);
+    float_blocks(im, m);
 }
 
 /* ------------------------------------------------------ moments: finish */
@@ -930,4 +939,159 @@ gimg_status gimg_stats_compute_cpu(const gimg_image *im, const gimg_stats_opts *
                                    gimg_stats *out)
 {
     return stats_common(NULL, im, o, out, 1);
+}
+
+/* --------------------------------------------------------------- bands */
+
+struct gimg_stats_acc {
+    gimg_stats_opts o;
+    gimg_image layout;      /* the whole image's size and layout (no data) */
+    int rows_seen;
+    gimg_moments m;         /* the sums so far */
+    gimg_hist h;            /* 8/16-bit with order statistics: the exact
+                               histogram so far (the moments follow from it) */
+    /* Float: the shifts found so far (a channel's is its first finite
+     * sample), and the rows of a block begun in one band and ended in a
+     * later one, so that every block is the whole image's. */
+    int shift_found[4];
+    int block_rows;
+    gimg_image carry;
+    int carry_rows;
+};
+
+gimg_status gimg_stats_begin(const gimg_image *layout, const gimg_stats_opts *o,
+                             gimg_stats_acc **acc)
+{
+    *acc = NULL;
+    gimg_status st = gimg_stats_check(layout);
+    if (st)
+        return st;
+    if (o->order && layout->sample == GIMG_F32)
+        return gimg_fail(GIMG_E_USAGE, "order statistics of float samples need the whole "
+                                       "image");
+    gimg_stats_acc *a = calloc(1, sizeof *a);
+    if (!a)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    a->o = *o;
+    a->layout = *layout;
+    a->layout.data = NULL;
+    a->layout.meta = NULL;
+    moments_init(&a->m);
+    if (layout->sample == GIMG_F32) {
+        a->block_rows = gimg_stats_block_rows(layout->width, layout->channels);
+        if ((st = gimg_image_alloc(&a->carry, layout->width, a->block_rows, layout->channels,
+                                   GIMG_F32))) {
+            free(a);
+            return st;
+        }
+    }
+    *acc = a;
+    return GIMG_OK;
+}
+
+/* One block of float rows, in order: the shifts of channels still without
+ * one taken from it first (a channel's first finite sample; the blocks
+ * before it summed nothing for that channel, about any shift), then its
+ * sums added. */
+static void add_float_block(gimg_stats_acc *a, const gimg_image *block)
+{
+    const int C = block->channels;
+    const size_t n = (size_t)block->width * (size_t)C;
+    int missing = 0;
+    for (int c = 0; c < C; c++)
+        missing += !a->shift_found[c];
+    for (int y = 0; y < block->height && missing; y++) {
+        const float *row = (const float *)gimg_row(block, y);
+        for (size_t i = 0; i < n && missing; i++) {
+            const int c = (int)(i % (size_t)C);
+            if (!a->shift_found[c] && isfinite(row[i])) {
+                a->m.shift[c] = row[i];
+                a->shift_found[c] = 1;
+                missing--;
+            }
+        }
+    }
+    float_blocks(block, &a->m);
+}
+
+/* Rows [y0, y1) of a band as an image of their own. */
+static void band_rows(const gimg_image *band, int y0, int y1, gimg_image *rows)
+{
+    *rows = *band;
+    rows->data = gimg_row(band, y0);
+    rows->height = y1 - y0;
+    rows->meta = NULL;
+}
+
+gimg_status gimg_stats_add(gimg_stats_acc *a, const gimg_image *band)
+{
+    if (band->width != a->layout.width || band->channels != a->layout.channels ||
+        band->sample != a->layout.sample || band->height > a->layout.height - a->rows_seen)
+        return gimg_fail(GIMG_E_USAGE, "gimg_stats_add: a band of another layout, or past "
+                                       "the image's rows");
+    a->rows_seen += band->height;
+    gimg_status st = GIMG_OK;
+    if (band->sample == GIMG_F32) {
+        const size_t row_bytes = (size_t)band->width * gimg_pixel_bytes(band);
+        int y = 0;
+        if (a->carry_rows) { /* finish the block begun before */
+            for (; y < band->height && a->carry_rows < a->block_rows; y++)
+                memcpy(gimg_row(&a->carry, a->carry_rows++), gimg_row(band, y), row_bytes);
+            if (a->carry_rows == a->block_rows) {
+                add_float_block(a, &a->carry);
+                a->carry_rows = 0;
+            }
+        }
+        const int whole = (band->height - y) / a->block_rows * a->block_rows;
+        if (whole > 0) {
+            gimg_image rows;
+            band_rows(band, y, y + whole, &rows);
+            add_float_block(a, &rows);
+            y += whole;
+        }
+        for (; y < band->height; y++) /* the start of the next block */
+            memcpy(gimg_row(&a->carry, a->carry_rows++), gimg_row(band, y), row_bytes);
+    } else if (a->o.order) {
+        gimg_hist_params p;
+        gimg_hist part = {0};
+        exact_hist_params(band, &p);
+        if (!(st = gimg_hist_compute_fast(band, &p, &part)))
+            st = gimg_hist_add(&a->h, &part);
+        gimg_hist_free(&part);
+    } else {
+        gimg_moments part;
+        gimg_moments_fast(band, &part);
+        moments_add(&a->m, &part);
+    }
+    return st;
+}
+
+gimg_status gimg_stats_end(gimg_stats_acc *a, gimg_stats *out)
+{
+    gimg_status st = GIMG_OK;
+    if (!a)
+        return GIMG_OK;
+    if (out && a->rows_seen != a->layout.height)
+        st = gimg_fail(GIMG_E_USAGE, "gimg_stats_end: %d of the image's %d rows were added",
+                       a->rows_seen, a->layout.height);
+    if (out && !st) {
+        const gimg_image *im = &a->layout;
+        if (a->carry_rows) {
+            a->carry.height = a->carry_rows;
+            add_float_block(a, &a->carry);
+        }
+        memset(out, 0, sizeof *out);
+        if (im->sample != GIMG_F32 && a->o.order)
+            moments_from_hist(&a->h, &a->m);
+        else if (im->sample != GIMG_F32) /* moments_add summed the bands' counts */
+            for (int c = 0; c < im->channels; c++)
+                a->m.count[c] = (uint64_t)im->width * (uint64_t)im->height;
+        gimg_stats_finish(&a->m, im->channels, im->sample, out);
+        if (a->o.order)
+            order_from_hist(&a->h, &a->o, out);
+    }
+    gimg_hist_free(&a->h);
+    gimg_image_free(&a->carry);
+    free(a);
+    return st;
 }

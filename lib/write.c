@@ -309,6 +309,11 @@ static void record_dropped(unsigned present, unsigned held, gimg_format f)
     }
 }
 
+void gimg_io_note_dropped_meta(const gimg_meta *m, const gimg_write_opts *o, gimg_format f)
+{
+    record_dropped(o->strip ? 0 : gimg_meta_kinds(m), gimg_codec_of(f)->meta, f);
+}
+
 /* The metadata codec c gets for m: none under --strip; m itself when c
  * holds all of it; otherwise a copy (*owned = 1) without what c cannot
  * hold (the format has no place for it, or no room: c->unfit_meta), which
@@ -539,12 +544,6 @@ typedef struct {
     size_t head_len, body_len;
 } parts;
 
-static gimg_status write_parts_fd(int fd, const parts *p)
-{
-    gimg_status st = write_all(fd, p->head, p->head_len);
-    return st ? st : write_all(fd, p->body, p->body_len);
-}
-
 /* The reason alone, as gimg_cli_close_stdout() says it: the tools name
  * standard output ("gtranspose: standard output: No space left on device"). */
 static gimg_status write_stdout(const parts *p)
@@ -554,19 +553,6 @@ static gimg_status write_stdout(const parts *p)
         fflush(stdout) != 0)
         return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
     return GIMG_OK;
-}
-
-/* Devices, FIFOs and sockets (e.g. /dev/stdout, /dev/null) are written in
- * place: renaming a file over them would replace the device node. */
-static gimg_status write_in_place(const char *path, const parts *p)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
-    gimg_status st = write_parts_fd(fd, p);
-    if (close(fd) != 0 && !st)
-        st = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
-    return st;
 }
 
 /* A hard-to-guess suffix: the name is created with O_EXCL, so a collision
@@ -608,30 +594,55 @@ static gimg_status keep_mode_and_owner(int fd, const struct stat *old)
     return GIMG_OK;
 }
 
-static gimg_status write_file_parts(const char *path, const parts *p)
-{
-    if (!path || !*path)
-        return gimg_fail(GIMG_E_USAGE, "empty output path");
-    if (strcmp(path, "-") == 0)
-        return write_stdout(p);
+struct gimg_out_file {
+    int fd;
+    int slot;             /* the temporary's in the signal registry; -1: in place */
+    char tmp[PATH_MAX];   /* the temporary, renamed to target by commit */
+    char *target;
+};
 
+gimg_status gimg_out_open(const char *path, gimg_out_file **out)
+{
+    *out = NULL;
+    if (!path || !*path || strcmp(path, "-") == 0)
+        return gimg_fail(GIMG_E_USAGE, "gimg_out_open: no file named");
+    gimg_out_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    f->fd = -1;
+    f->slot = -1;
     struct stat st, old;
     int replacing = 0; /* old: the file replaced, whose mode and owner stay */
     if (stat(path, &old) == 0) {
-        if (S_ISDIR(old.st_mode))
+        if (S_ISDIR(old.st_mode)) {
+            free(f);
             return gimg_fail(GIMG_E_IO, "%s", strerror(EISDIR));
-        if (!S_ISREG(old.st_mode))
-            return write_in_place(path, p);
+        }
+        if (!S_ISREG(old.st_mode)) {
+            /* Devices, FIFOs and sockets (e.g. /dev/stdout, /dev/null) are
+             * written in place: renaming a file over them would replace the
+             * device node. */
+            if ((f->fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY)) < 0) {
+                free(f);
+                return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
+            }
+            *out = f;
+            return GIMG_OK;
+        }
         replacing = 1;
     } else if (errno != ENOENT) {
+        free(f);
         return gimg_fail(GIMG_E_IO, "%s", strerror(errno));
     }
 
     /* Through a symlink, replace the file it names and keep the link. */
-    char *real = NULL;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-        real = realpath(path, NULL);
-    const char *target = real ? real : path;
+        f->target = realpath(path, NULL);
+    if (!f->target && !(f->target = strdup(path))) {
+        free(f);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    const char *target = f->target;
 
     /* The temporary lives beside the target so that rename() is atomic. */
     const char *slash = strrchr(target, '/');
@@ -640,49 +651,98 @@ static gimg_status write_file_parts(const char *path, const parts *p)
     size_t base_len = strlen(base);
     if (base_len > 200)   /* keep ".BASE.gimg-XXXXXX" within NAME_MAX */
         base_len = 200;
-    char tmp[PATH_MAX];
-    if (dir_len + base_len + 20 > sizeof tmp) {
-        free(real);
+    if (dir_len + base_len + 20 > sizeof f->tmp) {
+        free(f->target);
+        free(f);
         return gimg_fail(GIMG_E_IO, "%s", strerror(ENAMETOOLONG));
     }
-
-    int fd = -1, slot = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+    for (int attempt = 0; attempt < 100 && f->fd < 0; attempt++) {
         char sfx[7];
         random_suffix(sfx);
-        snprintf(tmp, sizeof tmp, "%.*s.%.*s.gimg-%s", (int)dir_len, target, (int)base_len, base,
-                 sfx);
+        snprintf(f->tmp, sizeof f->tmp, "%.*s.%.*s.gimg-%s", (int)dir_len, target,
+                 (int)base_len, base, sfx);
         /* Registered before it exists, so that a signal on any thread at
          * any moment from now on finds it. Mode 0666 lets the kernel apply
          * the umask (and any default ACL), as for a file the shell creates. */
-        slot = gimg_io_register_temp(tmp);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0) {
+        f->slot = gimg_io_register_temp(f->tmp);
+        f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (f->fd < 0) {
             int e = errno;
-            gimg_io_unregister_temp(slot);
+            gimg_io_unregister_temp(f->slot);
+            f->slot = -1;
             if (e != EEXIST) {
-                free(real);
+                free(f->target);
+                free(f);
                 return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(e));
             }
         }
     }
-    if (fd < 0) {
-        free(real);
+    if (f->fd < 0) {
+        free(f->target);
+        free(f);
         return gimg_fail(GIMG_E_IO, "cannot create a temporary file: %s", strerror(EEXIST));
     }
+    gimg_status res = replacing ? keep_mode_and_owner(f->fd, &old) : GIMG_OK;
+    if (res) {
+        gimg_out_abort(f);
+        return res;
+    }
+    *out = f;
+    return GIMG_OK;
+}
 
-    gimg_status res = replacing ? keep_mode_and_owner(fd, &old) : GIMG_OK;
-    if (!res)
-        res = write_parts_fd(fd, p);
-    if (close(fd) != 0 && !res)
+gimg_status gimg_out_write(gimg_out_file *f, const void *buf, size_t len)
+{
+    return write_all(f->fd, buf, len);
+}
+
+gimg_status gimg_out_commit(gimg_out_file *f)
+{
+    gimg_status res = GIMG_OK;
+    if (close(f->fd) != 0)
         res = gimg_fail(GIMG_E_IO, "write error: %s", strerror(errno));
-    if (!res && rename(tmp, target) != 0)
+    f->fd = -1;
+    if (!res && f->slot >= 0 && rename(f->tmp, f->target) != 0)
         res = gimg_fail(GIMG_E_IO, "cannot replace the file: %s", strerror(errno));
-    if (res)
-        unlink(tmp);
-    gimg_io_unregister_temp(slot);
-    free(real);
+    if (res && f->slot >= 0)
+        unlink(f->tmp);
+    if (f->slot >= 0)
+        gimg_io_unregister_temp(f->slot);
+    free(f->target);
+    free(f);
     return res;
+}
+
+void gimg_out_abort(gimg_out_file *f)
+{
+    if (!f)
+        return;
+    if (f->fd >= 0)
+        close(f->fd);
+    if (f->slot >= 0) {
+        unlink(f->tmp);
+        gimg_io_unregister_temp(f->slot);
+    }
+    free(f->target);
+    free(f);
+}
+
+static gimg_status write_file_parts(const char *path, const parts *p)
+{
+    if (!path || !*path)
+        return gimg_fail(GIMG_E_USAGE, "empty output path");
+    if (strcmp(path, "-") == 0)
+        return write_stdout(p);
+    gimg_out_file *f;
+    gimg_status st = gimg_out_open(path, &f);
+    if (st)
+        return st;
+    if ((st = gimg_out_write(f, p->head, p->head_len)) ||
+        (st = gimg_out_write(f, p->body, p->body_len))) {
+        gimg_out_abort(f);
+        return st;
+    }
+    return gimg_out_commit(f);
 }
 
 gimg_status gimg_write_file(const char *path, const unsigned char *buf, size_t len)
@@ -727,7 +787,7 @@ gimg_status gimg_write(const char *path, const gimg_image *im, const gimg_write_
         gimg_status st = gimg_pnm_header(im, f, hdr, sizeof hdr, &hl);
         if (st)
             return st;
-        record_dropped(o->strip ? 0 : gimg_meta_kinds(im->meta), gimg_codec_of(f)->meta, f);
+        gimg_io_note_dropped_meta(im->meta, o, f);
         parts p = {(const unsigned char *)hdr, im->data, hl, im->stride_bytes * (size_t)im->height};
         return write_file_parts(path, &p);
     }

@@ -1209,6 +1209,108 @@ static void test_kernel_file_bound(void)
     }
 }
 
+/* ------------------------------------------------------------ bands */
+
+/* in convolved band by band (gimg_conv_bands_*) in bands of `rows` rows:
+ * every output row given once, in order, equal to whole's. */
+static int bands_match(const gimg_image *in, const gimg_conv_opts *o, const gimg_image *whole,
+                       int rows, const char *what)
+{
+    gimg_conv_bands *cb;
+    gimg_status st = gimg_conv_bands_begin(in, o, &cb);
+    CHECK(st == GIMG_OK && cb, "%s: begin: %s", what, st ? gimg_last_error() : "no bands");
+    if (st || !cb)
+        return 0;
+    const size_t row_bytes = (size_t)in->width * gimg_pixel_bytes(in);
+    int next = 0, ok = 1;
+    for (int y = 0; ok && y < in->height; y += rows) {
+        gimg_image band = *in, out;
+        band.data = gimg_row(in, y);
+        band.height = in->height - y < rows ? in->height - y : rows;
+        int y0;
+        if ((st = gimg_conv_bands_add(cb, &band, &out, &y0))) {
+            CHECK(0, "%s: bands of %d: %s", what, rows, gimg_last_error());
+            ok = 0;
+            break;
+        }
+        if (out.height && y0 != next) {
+            CHECK(0, "%s: bands of %d: rows from %d, expected %d", what, rows, y0, next);
+            ok = 0;
+        }
+        for (int i = 0; ok && i < out.height; i++)
+            if (memcmp(gimg_row(&out, i), gimg_row(whole, y0 + i), row_bytes)) {
+                CHECK(0, "%s: bands of %d: row %d differs", what, rows, y0 + i);
+                ok = 0;
+            }
+        CHECK(!ok || !out.height || out.maxval == whole->maxval, "%s: maxval %u, whole %u", what,
+              out.maxval, whole->maxval);
+        next += out.height;
+    }
+    CHECK(!ok || next == in->height, "%s: bands of %d gave %d rows of %d", what, rows, next,
+          in->height);
+    gimg_conv_bands_free(cb);
+    return ok && next == in->height;
+}
+
+/* Band by band equals whole, bit for bit: separable, dense with anchors
+ * off centre, magnitudes, chains, every border but wrap (which has no
+ * bands), every alpha mode, a maxval, and bands of 1 row, awkward
+ * heights, shorter than the kernels' halos and taller than the image. */
+static void test_bands(void)
+{
+    static const char *const specs[] = {"gaussian:2", "1 2 3; 4 5 6; 7 8 9; 1 1 1; 0 2 0",
+                                        "sobel", "unsharp:3:1.5"};
+    gimg_kernel chain[3] = {parse_ok("box:5", 0), parse_ok("1; 2; 3; 4; 5; 6; 7", 1),
+                            parse_ok("scharr", 0)};
+    for (int s = 0; s < 5; s++)
+        for (int c = 1; c <= 4; c++) {
+            gimg_kernel k = s < 4 ? parse_ok(specs[s], 0) : (gimg_kernel){0};
+            gimg_image im;
+            const gimg_sample sample = c == 2 ? GIMG_U16 : c == 3 && s == 1 ? GIMG_F32 : GIMG_U8;
+            if (gimg_image_alloc(&im, 23 + s, 37, c, sample))
+                return;
+            testimg_fill_random(&im, 200 + s * 4 + c);
+            if (sample == GIMG_U8 && c == 1)
+                for (int y = 0; y < im.height; y++) /* a maxval: samples 0..200 */
+                    for (int x = 0; x < im.width; x++)
+                        gimg_row(&im, y)[x] = (unsigned char)(gimg_row(&im, y)[x] % 201);
+            if (sample == GIMG_U8 && c == 1)
+                im.maxval = 200;
+            gimg_conv_opts o;
+            gimg_conv_opts_init(&o);
+            o.kernels = s < 4 ? &k : chain;
+            o.n_kernels = s < 4 ? 1 : 3;
+            for (int b = 0; b < 5; b++) {
+                o.border = (gimg_border)b;
+                o.alpha = (gimg_alpha_mode)((b + s) % 3);
+                char what[160];
+                snprintf(what, sizeof what, "'%s' %d channels border %d alpha %d",
+                         s < 4 ? specs[s] : "box:5, 7x1, scharr", c, b, (int)o.alpha);
+                if (o.border == GIMG_BORDER_WRAP) {
+                    gimg_conv_bands *cb = (gimg_conv_bands *)1;
+                    CHECK(gimg_conv_bands_begin(&im, &o, &cb) == GIMG_OK && !cb,
+                          "%s: wrap has bands", what);
+                    continue;
+                }
+                gimg_image whole;
+                if (gimg_conv_cpu(&im, &o, &whole)) {
+                    CHECK(0, "%s: %s", what, gimg_last_error());
+                    continue;
+                }
+                static const int rows[] = {1, 2, 3, 5, 36, 37, 40};
+                for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+                    if (!bands_match(&im, &o, &whole, rows[r], what))
+                        break;
+                gimg_image_free(&whole);
+            }
+            gimg_image_free(&im);
+            if (s < 4)
+                gimg_kernel_free(&k);
+        }
+    for (int i = 0; i < 3; i++)
+        gimg_kernel_free(&chain[i]);
+}
+
 int main(void)
 {
     RUN(test_parse_inline_and_anchor);
@@ -1234,6 +1336,7 @@ int main(void)
     RUN(test_premultiply_alpha_box_average);
     RUN(test_auto_threshold);
     RUN(test_maxval_clamp);
+    RUN(test_bands);
     RUN(test_maxval_premultiply_opaque);
     return check_summary();
 }

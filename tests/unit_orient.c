@@ -21,6 +21,7 @@
 #include "check.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static gimg_ctx *g_cpu;
 
@@ -410,6 +411,73 @@ static void test_auto_padded_rows(void)
     gimg_image_free(&in);
 }
 
+/* Every symmetry but auto, band by band (gimg_orient_bands_*), equals the
+ * whole image's, byte for byte, metadata included: every pixel size,
+ * awkward sizes (a row, a column, odd), bands of 1 row, awkward heights,
+ * the height - 1, more than the height; auto is refused. */
+static void test_bands(void)
+{
+    static const int sizes[][2] = {{1, 1}, {37, 1}, {1, 29}, {17, 9}, {61, 40}};
+    static const struct { int c; gimg_sample s; } layouts[] = {
+        {1, GIMG_U8}, {3, GIMG_U8}, {2, GIMG_U16}, {4, GIMG_U16}, {3, GIMG_F32}};
+    static const gimg_orient_op ops[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_TRANSVERSE,
+                                         GIMG_ORIENT_FLIP, GIMG_ORIENT_FLOP, GIMG_ORIENT_ROT90,
+                                         GIMG_ORIENT_ROT180, GIMG_ORIENT_ROT270};
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++) {
+            gimg_image im;
+            if (gimg_image_alloc(&im, sizes[z][0], sizes[z][1], layouts[l].c, layouts[l].s) ||
+                !(im.meta = gimg_meta_new())) {
+                CHECK(0, "out of memory");
+                return;
+            }
+            testimg_fill_random(&im, 40 + z * 7 + l);
+            im.meta->x_dpi = 72;
+            gimg_meta_set_orientation(im.meta, 3);
+            for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+                gimg_image whole;
+                if (gimg_orient_cpu(&im, ops[o], &whole)) {
+                    CHECK(0, "%s", gimg_last_error());
+                    continue;
+                }
+                const int rows[] = {1, 2, 7, im.height - 1, im.height + 1};
+                for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+                    if (rows[r] < 1)
+                        continue;
+                    gimg_image out;
+                    if (gimg_orient_bands_begin(&im, ops[o], &out)) {
+                        CHECK(0, "%s", gimg_last_error());
+                        break;
+                    }
+                    for (int y = 0; y < im.height; y += rows[r]) {
+                        gimg_image band = im;
+                        band.meta = NULL;
+                        band.data = gimg_row(&im, y);
+                        band.height = im.height - y < rows[r] ? im.height - y : rows[r];
+                        gimg_orient_bands_add(&im, ops[o], &band, y, &out);
+                    }
+                    int same = out.width == whole.width && out.height == whole.height &&
+                               out.maxval == whole.maxval &&
+                               out.meta->orientation == whole.meta->orientation;
+                    const size_t bytes = (size_t)out.width * gimg_pixel_bytes(&out);
+                    for (int y = 0; same && y < out.height; y++)
+                        same = !memcmp(gimg_row(&out, y), gimg_row(&whole, y), bytes);
+                    CHECK(same, "%s of %dx%d c%d, bands of %d rows", gimg_orient_name(ops[o]),
+                          im.width, im.height, im.channels, rows[r]);
+                    gimg_image_free(&out);
+                }
+                gimg_image_free(&whole);
+            }
+            gimg_image_free(&im);
+        }
+    gimg_image im, out;
+    if (!gimg_image_alloc(&im, 4, 4, 1, GIMG_U8)) {
+        CHECK(gimg_orient_bands_begin(&im, GIMG_ORIENT_AUTO, &out) == GIMG_E_USAGE && !out.data,
+              "auto in bands");
+        gimg_image_free(&im);
+    }
+}
+
 int main(void)
 {
     if (!(g_cpu = testimg_cpu_ctx()))
@@ -420,6 +488,7 @@ int main(void)
     RUN(test_other_ops_keep_orientation);
     RUN(test_auto_nothing_to_do);
     RUN(test_auto_padded_rows);
+    RUN(test_bands);
     gimg_ctx_close(g_cpu);
     return check_summary();
 }

@@ -635,6 +635,75 @@ static void test_maxval(void)
     }
 }
 
+/* Statistics added band by band (gimg_stats_begin/add/end) equal the
+ * whole image's, bit for bit: every sample type, with and without order
+ * statistics (not float's), bands of heights that split the float blocks
+ * (a block of a 37x3 float image is 147 rows) and a channel whose first
+ * finite sample comes late (its shift is found in a later band). */
+static void test_bands(void)
+{
+    static const gimg_sample samples[] = {GIMG_U8, GIMG_U16, GIMG_F32};
+    static const int band_heights[] = {1, 50, 146, 147, 148, 399, 400};
+    for (size_t t = 0; t < 3; t++)
+        for (int order = 0; order <= (samples[t] != GIMG_F32); order++) {
+            gimg_image im;
+            if (gimg_image_alloc(&im, 37, 400, 3, samples[t])) {
+                CHECK(0, "out of memory");
+                return;
+            }
+            testimg_fill_random(&im, 77 + t);
+            if (samples[t] == GIMG_F32)
+                for (int y = 0; y < 200; y++) { /* green: NaN, then inf, up to row 200 */
+                    float *row = (float *)gimg_row(&im, y);
+                    for (int x = 0; x < 37; x++)
+                        row[3 * x + 1] = y < 150 ? NAN : INFINITY;
+                }
+            gimg_stats_opts o = {.order = order, .n_percentiles = 1};
+            gimg_parse_percentile("test", "95", &o.percentiles[0]);
+            gimg_stats whole, banded;
+            CHECK(gimg_stats_compute(g_cpu, &im, &o, &whole) == GIMG_OK, "%s",
+                  gimg_last_error());
+            for (size_t b = 0; b < sizeof band_heights / sizeof *band_heights; b++) {
+                gimg_stats_acc *acc;
+                gimg_status st = gimg_stats_begin(&im, &o, &acc);
+                for (int y = 0; !st && y < im.height; y += band_heights[b]) {
+                    gimg_image band = im;
+                    band.data = gimg_row(&im, y);
+                    band.height = im.height - y < band_heights[b] ? im.height - y
+                                                                  : band_heights[b];
+                    st = gimg_stats_add(acc, &band);
+                }
+                memset(&banded, 0xA5, sizeof banded);
+                if (!st)
+                    st = gimg_stats_end(acc, &banded);
+                else
+                    gimg_stats_end(acc, NULL);
+                CHECK(st == GIMG_OK, "%s", gimg_last_error());
+                CHECK(!memcmp(&whole, &banded, sizeof whole),
+                      "%d-bit order %d bands of %d: all.mean %.17g / %.17g, stddev %.17g / "
+                      "%.17g", 8 * (int)samples[t], order, band_heights[b], whole.ch[3].mean,
+                      banded.ch[3].mean, whole.ch[3].stddev, banded.ch[3].stddev);
+            }
+            /* Too few rows is an error, not statistics of part of it. */
+            gimg_stats_acc *acc;
+            if (gimg_stats_begin(&im, &o, &acc) == GIMG_OK) {
+                gimg_image band = im;
+                band.height = 10;
+                CHECK(gimg_stats_add(acc, &band) == GIMG_OK);
+                CHECK(gimg_stats_end(acc, &banded) == GIMG_E_USAGE);
+            }
+            gimg_image_free(&im);
+        }
+    gimg_image f;
+    gimg_stats_acc *acc = NULL;
+    gimg_stats_opts o = {.order = 1};
+    if (!gimg_image_alloc(&f, 4, 4, 1, GIMG_F32)) {
+        CHECK(gimg_stats_begin(&f, &o, &acc) == GIMG_E_USAGE && !acc,
+              "float order statistics in bands");
+        gimg_image_free(&f);
+    }
+}
+
 int main(void)
 {
     if (!(g_cpu = testimg_cpu_ctx()))
@@ -652,6 +721,7 @@ int main(void)
     RUN(test_compare);
     RUN(test_compare_float_special);
     RUN(test_maxval);
+    RUN(test_bands);
     gimg_ctx_close(g_cpu);
     return check_summary();
 }

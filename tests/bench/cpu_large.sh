@@ -26,6 +26,9 @@
 # (268435456): at those sizes ours get --max-pixels W*H (said in the output).
 # vips's temporary files go to the script's temporary folder (TMPDIR).
 #
+# Then a gigapixel scan (GIGA_SIZE, below): gstats, ghist and gconv within
+# the memory budget.
+#
 # Per run: wall time (bash's clock around the command) and peak RSS
 # (/usr/bin/time's %M; none when /usr/bin/time is missing). Runs are paired,
 # ours then vips: LARGE_RUNS pairs (default 3 at sizes >= 16384, 5 below,
@@ -342,4 +345,45 @@ for cmd in $COMMANDS; do
         echo "  $cmd $fmt: ${line#; }"
     done
 done
+
+# A gigapixel scan (issue 32's test, too long for CI): a GIGA_SIZE^2 gray
+# PNG (default 40000, 1.6 GP) made a band at a time (gigapixel_png.py:
+# numpy and zlib, a few MB held), through gstats, ghist and gconv to a PGM,
+# once each: wall time and peak RSS against the 1024 MB budget. Skipped
+# with GIGA_SIZE=0 and without numpy.
+giga=${GIGA_SIZE:-40000}
+if [ "$giga" != 0 ]; then
+    echo
+    if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        echo "bench-large: gigapixel: numpy missing: skipped"
+    else
+        gp=$((giga * giga))
+        now_us
+        t0=$now
+        if ! /usr/bin/python3 tests/bench/gigapixel_png.py "$giga" "$giga" "$tmp/giga.png"; then
+            echo "bench-large: could not make the ${giga}^2 PNG" >&2
+            exit 1
+        fi
+        now_us
+        echo "bench-large: gigapixel: ${giga}^2 gray PNG, $(stat -c %s "$tmp/giga.png" | awk '{ printf "%.0f", $1 / 1e6 }') MB, made in $(((now - t0) / 1000)) ms; ours with --max-pixels $gp; load average $(load)"
+        echo
+        echo "| command | ms | ns/pixel | peak MB | <= 1024 MB |"
+        echo "| --- | ---: | ---: | ---: | --- |"
+        for cmd in gstats ghist gconv; do
+            case $cmd in
+            gconv) g=("$BIN"/gconv --device cpu --max-pixels "$gp" -k gaussian:2 "$tmp/giga.png" "$tmp/giga-out.pgm") out=$tmp/giga-out.pgm ;;
+            *) g=("$BIN"/$cmd --device cpu --max-pixels "$gp" "$tmp/giga.png") out= ;;
+            esac
+            if ! run "$out" "${g[@]}"; then
+                echo "| $cmd | FAIL | | | |"
+                status=1
+                continue
+            fi
+            rm -f "$tmp/giga-out.pgm"
+            awk -v c="$cmd" -v ms="$ms" -v kb="${kb:-0}" -v px="$gp" 'BEGIN {
+                printf "| %s | %d | %.2f | %d | %s |\n", c, ms, ms * 1e6 / px, kb / 1024, kb / 1024 <= 1024 ? "met" : "MISSED" }'
+        done
+        rm -f "$tmp/giga.png"
+    fi
+fi
 exit $status

@@ -10,13 +10,16 @@
  *    every one of its bytes can be read (ASan; unwritten bytes are
  *    valgrind's part, in the CLI suites);
  *  - a small decoded image survives an encode and decode (bit for bit
- *    where the format is lossless).
+ *    where the format is lossless);
+ *  - the row decoder, where the codec has one, agrees with decode
+ *    (fuzz_rows_match).
  */
 #ifndef GIMG_FUZZ_CODEC_H
 #define GIMG_FUZZ_CODEC_H
 
 #include "codec.h"
 #include "fuzz.h"
+#include "fuzz_rows.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -61,6 +64,9 @@ static inline int fuzz_codec_page(const gimg_codec *row, const uint8_t *data, si
     fuzz_check_failure(st, "decode");
     FUZZ_CHECK(st != GIMG_E_USAGE && st != GIMG_E_DEVICE && st != GIMG_E_IO,
                "decode status %d: %s", (int)st, gimg_last_error());
+    char message[512];
+    snprintf(message, sizeof message, "%s", gimg_last_error());
+    fuzz_rows_match(row, data, size, page, st, message, im);
     if (st != GIMG_OK) {
         FUZZ_CHECK(im->data == NULL && im->width == 0 && im->height == 0,
                    "a failed decode left an image");

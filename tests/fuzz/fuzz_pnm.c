@@ -9,9 +9,11 @@
  * is taken only of what decodes, to the same pixels and maxval, its rows
  * inside the buffer; when the buffer decodes, the stream's first image
  * decodes to the same pixels; the stream reader ends (at most as many
- * images as the input has bytes).
+ * images as the input has bytes); the row decoder of band reading gives
+ * the same rows, or the same refusal (fuzz_rows.h).
  */
 #include "fuzz.h"
+#include "fuzz_rows.h"
 #include "io_internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -51,6 +53,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     gimg_status st = gimg_decode_memory(data, size, &mem);
     fuzz_check_failure(st, "gimg_decode_memory");
     const int netpbm = is_netpbm(data, size);
+    if (netpbm) { /* the row decoder of band reading: decode's rows, or its refusal */
+        char message[512];
+        snprintf(message, sizeof message, "%s", gimg_last_error());
+        fuzz_rows_match(&gimg_codec_pnm, data, size, 0, st, message, &mem);
+    }
     if (st == GIMG_OK && netpbm) {
         FUZZ_CHECK(probe == GIMG_OK, "decoded what the probe refused: %s", gimg_last_error());
         FUZZ_CHECK(mem.width == info.width && mem.height == info.height &&

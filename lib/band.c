@@ -1,0 +1,237 @@
+/* band.c — images read band by band through their codecs' row decoders
+ * (band.h). */
+#include "band.h"
+#include "codec.h"
+#include "io_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct gimg_band_reader {
+    const gimg_codec *codec;
+    void *rows;              /* the codec's row decoder */
+    gimg_image buffer;       /* a band's rows, when the codec does not view them */
+    gimg_image layout;       /* the image's layout and maxval (no data) */
+    int height, band_rows, next_row;
+    /* The mapping's pages behind the last band viewed in place, let go
+     * when the next band is asked for (band.h). */
+    const unsigned char *buf;
+    size_t len;
+    int mapped;
+    uintptr_t released;      /* pages below this address are let go */
+    gimg_meta *late_meta;    /* what the last band brought (codec.h) */
+};
+
+int gimg_band_rows(const gimg_info *info, int band_rows)
+{
+    if (band_rows > 0)
+        return band_rows < info->height ? band_rows : 0;
+    const uint64_t pixels = (uint64_t)info->width * (uint64_t)info->height;
+    if (pixels <= GIMG_BAND_MIN_PIXELS)
+        return 0;
+    const size_t row_bytes = (size_t)info->width * (size_t)info->channels * info->sample;
+    const size_t rows = GIMG_BAND_BYTES / row_bytes;
+    return rows < 1 ? 1 : rows < (size_t)info->height ? (int)rows : 0;
+}
+
+gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
+                           const gimg_read_opts *o, int rows, gimg_image *header,
+                           gimg_band_reader **r)
+{
+    static const gimg_read_opts first = {0};
+    *r = NULL;
+    memset(header, 0, sizeof *header);
+    if (!o)
+        o = &first;
+    const gimg_codec *codec = gimg_codec_sniff(buf, len);
+    if (!codec || !codec->rows_open || rows < 1)
+        return GIMG_OK;
+    if (o->page > 0 && !codec->multi_page)
+        return GIMG_OK; /* decoding says why not */
+    void *state = NULL;
+    gimg_status st = codec->rows_open(buf, len, o, header, &state);
+    if (st || !state) {
+        gimg_meta_free(header->meta);
+        memset(header, 0, sizeof *header);
+        return st;
+    }
+    gimg_band_reader *b = calloc(1, sizeof *b);
+    if (!b) {
+        codec->rows_close(state);
+        gimg_meta_free(header->meta);
+        memset(header, 0, sizeof *header);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    b->codec = codec;
+    b->rows = state;
+    b->layout = *header;
+    b->layout.meta = NULL;
+    b->height = header->height;
+    b->band_rows = rows < header->height ? rows : header->height;
+    b->buf = buf;
+    b->len = len;
+    b->mapped = mapped;
+    b->released = (uintptr_t)buf;
+    *r = b;
+    return GIMG_OK;
+}
+
+/* Lets go of the mapping's whole pages below `below` (already read). */
+static void release_pages(gimg_band_reader *b, const unsigned char *below)
+{
+    if (!b->mapped)
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t end = (uintptr_t)below & ~(page - 1);
+    const uintptr_t start = (b->released + page - 1) & ~(page - 1);
+    if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0)
+        b->released = end;
+}
+
+gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
+{
+    *y0 = b->next_row;
+    memset(band, 0, sizeof *band);
+    const int left = b->height - b->next_row;
+    if (left <= 0)
+        return GIMG_OK;
+    gimg_status st;
+    if (!b->buffer.data &&
+        (st = gimg_image_alloc(&b->buffer, b->layout.width, b->band_rows, b->layout.channels,
+                               b->layout.sample)))
+        return st;
+    *band = b->buffer;
+    band->height = left < b->band_rows ? left : b->band_rows;
+    band->maxval = b->layout.maxval;
+    if ((st = b->codec->rows_read(b->rows, band))) {
+        gimg_meta_free(band->meta);
+        memset(band, 0, sizeof *band);
+        return st;
+    }
+    if (band->meta) {
+        gimg_meta_free(b->late_meta);
+        b->late_meta = band->meta;
+        band->meta = NULL;
+    }
+    /* A view into the file: what lies before it has been read. */
+    const unsigned char *at = band->data;
+    if (at >= b->buf && at < b->buf + b->len)
+        release_pages(b, at);
+    b->next_row += band->height;
+    return GIMG_OK;
+}
+
+gimg_meta *gimg_band_take_meta(gimg_band_reader *b)
+{
+    gimg_meta *m = b->late_meta;
+    b->late_meta = NULL;
+    return m;
+}
+
+void gimg_band_close(gimg_band_reader *b)
+{
+    if (!b)
+        return;
+    gimg_meta_free(b->late_meta);
+    b->codec->rows_close(b->rows);
+    gimg_image_free(&b->buffer);
+    free(b);
+}
+
+/* -------------------------------------------------------------- writing */
+
+struct gimg_band_writer {
+    const char *path;
+    gimg_format format;
+    gimg_image layout;     /* width, height, channels, sample (no data) */
+    gimg_out_file *file;   /* opened with the first rows */
+    unsigned char *row;    /* one row as the file holds it */
+    size_t row_bytes;
+    int rows_written;
+};
+
+gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
+                                  const gimg_write_opts *o, gimg_band_writer **w)
+{
+    *w = NULL;
+    if (!path || !strcmp(path, "-"))
+        return GIMG_OK;
+    const gimg_format f = gimg_output_format(path, o, layout);
+    const int fits = (f == GIMG_FMT_PAM && layout->sample != GIMG_F32) ||
+                     (f == GIMG_FMT_PNM && layout->sample != GIMG_F32 && layout->channels % 2);
+    if (!fits)
+        return GIMG_OK;
+    gimg_band_writer *b = calloc(1, sizeof *b);
+    if (!b)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    b->path = path;
+    b->format = f;
+    b->layout = *layout;
+    b->layout.data = NULL;
+    b->layout.meta = NULL;
+    gimg_io_note_dropped_meta(layout->meta, o, f);
+    *w = b;
+    return GIMG_OK;
+}
+
+gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
+{
+    gimg_status st;
+    if (band->width != b->layout.width || band->channels != b->layout.channels ||
+        band->sample != b->layout.sample || band->height > b->layout.height - b->rows_written)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: a band of another layout, or "
+                                       "past the image's rows");
+    if (!b->file) {
+        /* The header, with the maxval the rows have. */
+        gimg_image head = b->layout;
+        head.maxval = band->maxval;
+        char hdr[GIMG_PNM_HEADER_MAX];
+        size_t len;
+        b->layout.maxval = band->maxval;
+        if (!(b->row_bytes = gimg_pnm_row_bytes(&head)))
+            return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
+        if (!(b->row = malloc(b->row_bytes)))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        if ((st = gimg_pnm_header(&head, b->format, hdr, sizeof hdr, &len)) ||
+            (st = gimg_out_open(b->path, &b->file)))
+            return st;
+        if ((st = gimg_out_write(b->file, hdr, len)))
+            return st;
+    }
+    if (band->maxval != b->layout.maxval)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: bands of another maxval");
+    /* 8-bit rows are the file's bytes already: written as they are. */
+    const int as_is = band->sample == GIMG_U8;
+    for (int y = 0; y < band->height; y++) {
+        const unsigned char *bytes = gimg_row(band, y);
+        if (!as_is) {
+            gimg_pnm_encode_row(band, y, b->row);
+            bytes = b->row;
+        }
+        if ((st = gimg_out_write(b->file, bytes, b->row_bytes)))
+            return st;
+    }
+    b->rows_written += band->height;
+    return GIMG_OK;
+}
+
+gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
+{
+    if (!b)
+        return GIMG_OK;
+    gimg_status st = GIMG_OK;
+    if (commit && b->rows_written != b->layout.height)
+        st = gimg_fail(GIMG_E_USAGE, "gimg_band_writer_close: %d of the image's %d rows were "
+                                     "written", b->rows_written, b->layout.height);
+    if (b->file) {
+        if (commit && !st)
+            st = gimg_out_commit(b->file);
+        else
+            gimg_out_abort(b->file);
+    }
+    free(b->row);
+    free(b);
+    return st;
+}

@@ -1,0 +1,78 @@
+/*
+ * band.h — images read band by band, for images too large to hold whole
+ * (issue 32; gimg(7) LARGE IMAGES). Not installed.
+ *
+ * An image of more than GIMG_BAND_MIN_PIXELS pixels (or, with --band-rows
+ * N, one taller than N rows) is decoded N rows at a time through its
+ * codec's row decoder (codec.h: rows_open, rows_read), where the format
+ * has one, and handed to the tool band by band: memory holds one band,
+ * not the image. The bands are what decoding the whole image gives, row
+ * for row, byte for byte (tests/unit_band.c holds every codec to that).
+ *
+ * A band of a PNM/PAM held in place is a view of the file's mapping;
+ * the pages of the bands already read are let go (MADV_DONTNEED) so that
+ * they do not stay in the process's memory.
+ */
+#ifndef GIMG_BAND_H
+#define GIMG_BAND_H
+
+#include "gimg.h"
+
+#include <stdint.h>
+
+/* Images of more pixels than this are read in bands by default: 64 MP
+ * (a 192 MB RGB image), as libvips' threshold for its own disc caching
+ * is of the same order. */
+#define GIMG_BAND_MIN_PIXELS ((uint64_t)64 << 20)
+/* A default band's bytes: about this much (at least one row). */
+#define GIMG_BAND_BYTES ((size_t)16 << 20)
+
+/* The rows of a band for an image of info's layout: --band-rows's
+ * band_rows when it is > 0 and less than the height; otherwise the
+ * default band when the image has more than GIMG_BAND_MIN_PIXELS pixels;
+ * 0 (read it whole) otherwise. */
+int gimg_band_rows(const gimg_info *info, int band_rows);
+
+typedef struct gimg_band_reader gimg_band_reader;
+
+/* Opens page o->page (o may be NULL) of buf for reading in bands of
+ * `rows` rows (>= 1). *header gets the image's layout, maxval and what
+ * metadata precedes the pixels (data NULL; its meta is the caller's to
+ * free). *r NULL with GIMG_OK: the file has no row decoder (its format,
+ * or its variant: an interlaced PNG): decode it whole. mapped: buf is a
+ * file mapping (gimg_slurp's) whose pages may be let go once read. buf
+ * must outlive the reader. Errors as decoding's. */
+gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
+                           const gimg_read_opts *o, int rows, gimg_image *header,
+                           gimg_band_reader **r);
+/* The next band: *band holds rows [*y0, *y0 + band->height) of the image
+ * (a view, valid until the next call; band->meta NULL); band->height is 0
+ * after the last band. Errors as decoding's; then only close. */
+gimg_status gimg_band_next(gimg_band_reader *r, gimg_image *band, int *y0);
+/* After the last band: the metadata that follows the pixels in the file
+ * (a PNG's chunks after its image data; the header has what precedes
+ * them), or NULL; the caller owns it. */
+gimg_meta *gimg_band_take_meta(gimg_band_reader *r);
+/* Frees r (NULL too). */
+void gimg_band_close(gimg_band_reader *r);
+
+/*
+ * An output written band by band, where its format can be (PNM and PAM:
+ * the header, then rows as they come), into a file put in place at the
+ * end as gimg_write puts one (no half-written file). The bytes are what
+ * gimg_write writes for the whole image. open gives *w NULL (GIMG_OK)
+ * where the output cannot be written so: standard output ("-"), another
+ * format, or an image the format would first convert (alpha in a PNM, a
+ * float PAM); the caller then writes the whole image. height is the
+ * image's; rows come in order, each band of the image's layout (its
+ * maxval, which the header states, is the first band's). close commits
+ * the file when every row was written and commit is 1, else removes it;
+ * it frees w (NULL too).
+ */
+typedef struct gimg_band_writer gimg_band_writer;
+gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
+                                  const gimg_write_opts *o, gimg_band_writer **w);
+gimg_status gimg_band_writer_rows(gimg_band_writer *w, const gimg_image *band);
+gimg_status gimg_band_writer_close(gimg_band_writer *w, int commit);
+
+#endif

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# tests/cli_bands.sh — large images read in bands (gimg(7) LARGE IMAGES):
+# gstats and ghist give the same reports, and gconv and gtranspose the same
+# output files, byte for byte, whether an image is read whole or in bands
+# of any height (--band-rows 1, awkward, the height - 1; the height reads
+# it whole), for every format with a row decoder and every layout; gconv's
+# outputs written as they come (PNM, PAM) or assembled (the other formats,
+# and standard output), gtranspose's assembled, every symmetry; -v says an
+# image was read in bands; a file cut short is refused in bands as it is
+# whole (same message, exit 1, no report, no output file, no temporary);
+# settings that need the whole image (compare mode, float order
+# statistics, --equalize, gconv's wrap border, gtranspose --op auto) still
+# work; an image over the default threshold (64 MP) is read in bands
+# without --band-rows. One PASS/FAIL/SKIP line per test; BIN and BUILD as
+# in cli_lib.sh.
+TOOL=gstats
+. "$(dirname "$0")/cli_lib.sh"
+GS=$PROG
+GH=$BIN/ghist
+GC=$BIN/gconv
+
+# Inputs of every layout and format that reads in bands; heights that are
+# not multiples of the band heights tried.
+"$GEN" --seed 1 301 203 3 8 rgb8.ppm &&
+    "$GEN" --seed 2 97 61 1 16 gray16.pgm &&
+    "$GEN" --seed 3 45 37 4 16 rgba16.pam &&
+    "$GEN" --seed 4 53 41 2 8 ga8.pam &&
+    "$GEN" --seed 5 64 29 3 32 rgbf.pfm &&
+    "$GEN" --seed 6 -f png 131 77 3 8 rgb8.png &&
+    "$GEN" --seed 7 -f png 67 45 4 16 rgba16.png &&
+    "$GEN" --seed 8 -f jpg 150 99 3 8 rgb.jpg &&
+    "$GEN" --seed 9 -f jpg 33 71 1 8 gray.jpg &&
+    "$GEN" --seed 10 -f tif 88 57 3 16 rgb16.tif ||
+    { fail setup "gen failed"; exit 1; }
+printf 'P2\n3 4\n9\n0 1 2\n3 4 5\n6 7 8\n9 0 1\n' >plain.pgm
+INPUTS="rgb8.ppm gray16.pgm rgba16.pam ga8.pam rgbf.pfm rgb8.png rgba16.png rgb.jpg gray.jpg
+rgb16.tif plain.pgm"
+
+# same_reports NAME TOOL OPTIONS: the tool's report of every input, whole
+# and in bands of 1, 7 and height - 1 rows, byte for byte.
+same_reports() {
+    local name=$1 tool=$2 opts=$3 f h rows why=""
+    for f in $INPUTS; do
+        "$tool" $opts "$f" >whole.txt 2>err.txt || { why="$f whole: exit $?: $(head -c 200 err.txt)"; break; }
+        h=$("$GS" --json -s count "$f" | sed -n 's/.*"height": \([0-9]*\).*/\1/p')
+        for rows in 1 7 $((h - 1)); do
+            [ "$rows" -ge 1 ] || continue
+            "$tool" --band-rows "$rows" $opts "$f" >bands.txt 2>err.txt ||
+                { why="$f --band-rows $rows: exit $?: $(head -c 200 err.txt)"; break 2; }
+            cmp -s whole.txt bands.txt || { why="$f --band-rows $rows: the report differs"; break 2; }
+        done
+    done
+    result "$name" "$why"
+}
+
+same_reports gstats-default "$GS" ""
+same_reports gstats-percentiles "$GS" "--percentiles 1,50,99.9 --json"
+same_reports gstats-moments "$GS" "-s count,min,max,sum,mean,stddev --csv"
+same_reports gstats-region "$GS" "--region 20x9+1+2 -s mean,median,max"
+same_reports gstats-unit-scale "$GS" "--unit-scale -s mean,stddev"
+same_reports ghist-default "$GH" ""
+same_reports ghist-luma-bins "$GH" "--luma --bins 10 --range 0:200 --csv"
+same_reports ghist-json "$GH" "--json --cumulative"
+
+# Several inputs, in bands and not, in one run (-j 2): the same reports.
+why=""
+"$GS" -j 2 rgb8.ppm rgb8.png gray16.pgm >whole.txt 2>err.txt || why="whole: exit $?"
+[ -z "$why" ] && { "$GS" -j 2 --band-rows 5 rgb8.ppm rgb8.png gray16.pgm >bands.txt 2>err.txt ||
+    why="bands: exit $?: $(head -c 200 err.txt)"; }
+[ -z "$why" ] && { cmp -s whole.txt bands.txt || why="the reports differ"; }
+result several-inputs "$why"
+
+# The plot of a histogram counted in bands is the same image.
+why=""
+"$GH" --plot whole.png rgb8.png >/dev/null 2>err.txt || why="whole: exit $?"
+[ -z "$why" ] && { "$GH" --band-rows 3 --plot bands.png rgb8.png >/dev/null 2>err.txt ||
+    why="bands: exit $?: $(head -c 200 err.txt)"; }
+[ -z "$why" ] && { cmp -s whole.png bands.png || why="the plots differ"; }
+result ghist-plot "$why"
+
+# -v says how the image was read; none of it is said for a whole image.
+why=""
+"$GS" -v --band-rows 50 rgb8.ppm >/dev/null 2>err.txt || why="exit $?"
+[ -z "$why" ] && { grep -q '^gstats: rgb8.ppm: read in 5 bands of 50 rows$' err.txt ||
+    why="stderr: $(tr '\n' '|' <err.txt | head -c 300)"; }
+[ -z "$why" ] && { "$GS" -v --band-rows 203 rgb8.ppm >/dev/null 2>err.txt; ! grep -q bands err.txt ||
+    why="a whole image said to be read in bands"; }
+result verbose "$why"
+
+# Settings that need the whole image: compare mode, float order statistics,
+# --equalize; still the same results (the image is read whole).
+why=""
+"$GS" --compare rgb8.ppm -s psnr,ssim rgb8.png >whole.txt 2>&1
+"$GS" --band-rows 4 --compare rgb8.ppm -s psnr,ssim rgb8.png >bands.txt 2>&1
+cmp -s whole.txt bands.txt || why="compare: $(head -c 200 bands.txt)"
+"$GS" --band-rows 4 -v rgbf.pfm >bands.txt 2>err.txt && "$GS" rgbf.pfm >whole.txt || why="float: exit $?"
+[ -z "$why" ] && { cmp -s whole.txt bands.txt || why="float order statistics differ"; }
+[ -z "$why" ] && { ! grep -q "read in" err.txt || why="float order statistics read in bands"; }
+[ -z "$why" ] && { "$GH" --band-rows 4 --equalize eq1.ppm rgb8.ppm && "$GH" --equalize eq2.ppm rgb8.ppm &&
+    cmp -s eq1.ppm eq2.ppm || why="--equalize differs"; }
+result whole-image-settings "$why"
+
+# Cut short: refused in bands as whole, with the same message.
+for f in rgb8.ppm rgbf.pfm rgb8.png rgb.jpg rgb16.tif; do
+    size=$(stat -c %s "$f")
+    head -c $((size - size / 3)) "$f" >"cut-$f"
+done
+why=""
+for f in cut-rgb8.ppm cut-rgbf.pfm cut-rgb8.png cut-rgb.jpg cut-rgb16.tif; do
+    "$GS" "$f" >whole.txt 2>whole.err
+    rc_whole=$?
+    "$GS" --band-rows 5 "$f" >bands.txt 2>bands.err
+    rc_bands=$?
+    if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
+        why="$f: exit $rc_whole whole, $rc_bands in bands (expected 1)"
+    elif [ -s bands.txt ]; then
+        why="$f: a report in bands: $(head -c 100 bands.txt)"
+    elif ! cmp -s whole.err bands.err; then
+        why="$f: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
+    fi
+    [ -n "$why" ] && break
+done
+result cut-short "$why"
+
+# gconv: the same output file in bands as whole, for every input and
+# output format (PNM and PAM written as the rows come, the others
+# assembled), kernels with halos taller than the bands, chains, borders
+# and alpha modes.
+gconv_same() {
+    local name=$1 opts=$2 outs=$3 f h rows out why=""
+    for f in $INPUTS; do
+        h=$("$GS" --json -s count "$f" | sed -n 's/.*"height": \([0-9]*\).*/\1/p')
+        for out in $outs; do
+            "$GC" --device cpu $opts "$f" "whole.$out" 2>err.txt ||
+                { why="$f -> $out whole: exit $?: $(head -c 200 err.txt)"; break 2; }
+            for rows in 1 7 $((h - 1)); do
+                [ "$rows" -ge 1 ] || continue
+                rm -f "bands.$out"
+                "$GC" --device cpu --band-rows "$rows" $opts "$f" "bands.$out" 2>err.txt ||
+                    { why="$f -> $out --band-rows $rows: exit $?: $(head -c 200 err.txt)"; break 3; }
+                cmp -s "whole.$out" "bands.$out" ||
+                    { why="$f -> $out --band-rows $rows: the output differs"; break 3; }
+            done
+        done
+    done
+    result "$name" "$why"
+}
+gconv_same gconv-gaussian "-k gaussian:2" "pnm pam png"
+gconv_same gconv-dense-mirror "-k 1,2,3;4,5,6;7,8,9;1,1,1;0,2,0 --border mirror --alpha keep" "pam tif"
+gconv_same gconv-chain-zero "-k box:3 -k sobel --border zero --alpha include" "pam pfm"
+gconv_same gconv-reflect-premultiply "-k unsharp:2:1.5 --border reflect" "pam webp"
+
+# Written as the rows come: -v says so; assembled for standard output,
+# with the same bytes.
+why=""
+"$GC" --device cpu -v --band-rows 9 -k gaussian:1 rgb8.ppm out.ppm 2>err.txt || why="exit $?"
+[ -z "$why" ] && { grep -q 'rgb8.ppm: read in 23 bands of 9 rows, written as they came$' err.txt ||
+    why="stderr: $(tr '\n' '|' <err.txt | head -c 300)"; }
+[ -z "$why" ] && { "$GC" --device cpu --band-rows 9 -k gaussian:1 rgb8.ppm - >stdout.ppm 2>err.txt &&
+    cmp -s out.ppm stdout.ppm || why="standard output differs"; }
+[ -z "$why" ] && { "$GC" --device cpu -v --band-rows 9 -k gaussian:1 rgb8.ppm out.png 2>err.txt &&
+    grep -q 'read in 23 bands of 9 rows$' err.txt || why="PNG output: $(tr '\n' '|' <err.txt | head -c 300)"; }
+result gconv-written-as-they-come "$why"
+
+# The wrap border reads the image whole: the same output.
+why=""
+"$GC" --device cpu -v --band-rows 9 --border wrap -k gaussian:2 rgb8.png bands.pam 2>err.txt &&
+    "$GC" --device cpu --border wrap -k gaussian:2 rgb8.png whole.pam || why="exit $?"
+[ -z "$why" ] && { cmp -s whole.pam bands.pam || why="the output differs"; }
+[ -z "$why" ] && { ! grep -q 'read in' err.txt || why="wrap read in bands"; }
+result gconv-wrap-whole "$why"
+
+# A cut input: exit 1, the same message, no output file, no temporary.
+why=""
+mkdir -p outdir
+for f in cut-rgb8.ppm cut-rgb8.png cut-rgb.jpg; do
+    for out in pam png; do
+        "$GC" --device cpu -k gaussian:1 "$f" "outdir/x.$out" 2>whole.err
+        rc_whole=$?
+        "$GC" --device cpu --band-rows 5 -k gaussian:1 "$f" "outdir/x.$out" 2>bands.err
+        rc_bands=$?
+        if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
+            why="$f -> $out: exit $rc_whole whole, $rc_bands in bands"
+        elif ! cmp -s whole.err bands.err; then
+            why="$f -> $out: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
+        elif [ -n "$(ls -A outdir)" ]; then
+            why="$f -> $out: left $(ls -A outdir | tr '\n' ' ')"
+        fi
+        [ -n "$why" ] && break 2
+    done
+done
+result gconv-cut-short "$why"
+
+# gtranspose: every symmetry, the output assembled from the bands, the
+# same file as whole; --op auto reads whole.
+GT=$BIN/gtranspose
+why=""
+for f in rgb8.ppm gray16.pgm rgba16.png rgb.jpg rgb16.tif rgbf.pfm; do
+    h=$("$GS" --json -s count "$f" | sed -n 's/.*"height": \([0-9]*\).*/\1/p')
+    case $f in *.pfm) out=pfm ;; *.png) out=png ;; *) out=pam ;; esac
+    for op in flip flop rot90 rot180 rot270 transpose transverse auto; do
+        "$GT" --device cpu --op $op "$f" "whole.$out" 2>err.txt ||
+            { why="$f $op whole: exit $?: $(head -c 200 err.txt)"; break 2; }
+        for rows in 1 5 $((h - 1)); do
+            "$GT" --device cpu -v --band-rows $rows --op $op "$f" "bands.$out" 2>err.txt ||
+                { why="$f $op --band-rows $rows: exit $?: $(head -c 200 err.txt)"; break 3; }
+            cmp -s "whole.$out" "bands.$out" || { why="$f $op --band-rows $rows: differs"; break 3; }
+            if [ $op = auto ]; then
+                ! grep -q 'read in' err.txt || { why="--op auto read in bands"; break 3; }
+            elif [ "$rows" -lt "$h" ]; then
+                grep -q 'read in' err.txt || { why="$f $op not read in bands"; break 3; }
+            fi
+        done
+    done
+done
+result gtranspose-every-op "$why"
+
+# Over the default threshold (64 MP: 8192 x 8193 gray), bands without
+# --band-rows; the same report as read whole (--band-rows past its height).
+why=""
+"$GEN" --pattern gradient 8192 8193 1 8 big.pgm || why="gen failed"
+[ -z "$why" ] && { "$GS" -v big.pgm >bands.txt 2>err.txt || why="exit $?"; }
+[ -z "$why" ] && { grep -q 'big.pgm: read in [0-9]* bands of [0-9]* rows' err.txt ||
+    why="not read in bands: $(tr '\n' '|' <err.txt | head -c 300)"; }
+[ -z "$why" ] && { "$GS" --band-rows 8193 big.pgm >whole.txt && cmp -s whole.txt bands.txt ||
+    why="the reports differ"; }
+rm -f big.pgm
+result default-threshold "$why"
+
+exit $failed
