@@ -4,17 +4,40 @@
 #include "codec.h"
 #include "io_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+/*
+ * Read-ahead: while the caller works on band k, a thread of the reader's
+ * decodes band k + 1 into the other of two buffers, so that decoding (a
+ * PNG's inflate, a JPEG's IDCT: one thread each) overlaps the work. The
+ * codec's state is used by one thread at a time (the lock hands it over);
+ * a failure's message, recorded on the reader's thread, is recorded again
+ * on the caller's.
+ */
+typedef struct {
+    gimg_image band;         /* what rows_read gave (its data: buffer's, or a view) */
+    gimg_status st;
+    char why[512];
+} decoded;
+
 struct gimg_band_reader {
     const gimg_codec *codec;
     void *rows;              /* the codec's row decoder */
-    gimg_image buffer;       /* a band's rows, when the codec does not view them */
+    gimg_image buffer[2];    /* bands' rows, when the codec does not view them */
     gimg_image layout;       /* the image's layout and maxval (no data) */
     int height, band_rows, next_row;
+    int decoded_rows;        /* rows handed to the codec so far */
+    /* The read-ahead thread: `ahead` is the band it decodes or decoded
+     * (into buffer[ahead_slot]), `pending` while it works on it. */
+    pthread_t thread;
+    int threaded, stop, pending, have_ahead, ahead_slot;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    decoded ahead;
     /* The mapping's pages behind the last band viewed in place, let go
      * when the next band is asked for (band.h). */
     const unsigned char *buf;
@@ -90,30 +113,105 @@ static void release_pages(gimg_band_reader *b, const unsigned char *below)
         b->released = end;
 }
 
+/* Decodes the next band (rows from decoded_rows on) into buffer[slot]. */
+static void decode_band(gimg_band_reader *b, int slot, decoded *d)
+{
+    memset(d, 0, sizeof *d);
+    const int left = b->height - b->decoded_rows;
+    d->band = b->buffer[slot];
+    d->band.height = left < b->band_rows ? left : b->band_rows;
+    d->band.maxval = b->layout.maxval;
+    b->decoded_rows += d->band.height;
+    if ((d->st = b->codec->rows_read(b->rows, &d->band))) {
+        snprintf(d->why, sizeof d->why, "%s", gimg_last_error());
+        gimg_meta_free(d->band.meta);
+        d->band.meta = NULL;
+    }
+}
+
+static void *read_ahead(void *arg)
+{
+    gimg_band_reader *b = arg;
+    pthread_mutex_lock(&b->lock);
+    for (;;) {
+        while (!b->pending && !b->stop)
+            pthread_cond_wait(&b->cv, &b->lock);
+        if (b->stop)
+            break;
+        pthread_mutex_unlock(&b->lock);
+        decoded d;
+        decode_band(b, b->ahead_slot, &d);
+        pthread_mutex_lock(&b->lock);
+        b->ahead = d;
+        b->pending = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return NULL;
+}
+
+/* Both buffers, and the thread where there is more than one band (a
+ * thread that cannot start leaves the reading to the caller). */
+static gimg_status start_reading(gimg_band_reader *b)
+{
+    gimg_status st;
+    const int bands = (b->height + b->band_rows - 1) / b->band_rows;
+    for (int k = 0; k < (bands > 1 ? 2 : 1); k++)
+        if ((st = gimg_image_alloc(&b->buffer[k], b->layout.width, b->band_rows,
+                                   b->layout.channels, b->layout.sample)))
+            return st;
+    if (bands > 1) {
+        pthread_mutex_init(&b->lock, NULL);
+        pthread_cond_init(&b->cv, NULL);
+        b->threaded = pthread_create(&b->thread, NULL, read_ahead, b) == 0;
+        if (!b->threaded) {
+            pthread_cond_destroy(&b->cv);
+            pthread_mutex_destroy(&b->lock);
+        }
+    }
+    return GIMG_OK;
+}
+
 gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
 {
     *y0 = b->next_row;
     memset(band, 0, sizeof *band);
-    const int left = b->height - b->next_row;
-    if (left <= 0)
+    if (b->next_row >= b->height)
         return GIMG_OK;
     gimg_status st;
-    if (!b->buffer.data &&
-        (st = gimg_image_alloc(&b->buffer, b->layout.width, b->band_rows, b->layout.channels,
-                               b->layout.sample)))
+    if (!b->buffer[0].data && (st = start_reading(b)))
         return st;
-    *band = b->buffer;
-    band->height = left < b->band_rows ? left : b->band_rows;
-    band->maxval = b->layout.maxval;
-    if ((st = b->codec->rows_read(b->rows, band))) {
-        gimg_meta_free(band->meta);
-        memset(band, 0, sizeof *band);
-        return st;
+    /* The band asked for: read ahead already, or decoded now. */
+    decoded d;
+    int slot = 0;
+    if (b->threaded && b->have_ahead) {
+        pthread_mutex_lock(&b->lock);
+        while (b->pending)
+            pthread_cond_wait(&b->cv, &b->lock);
+        d = b->ahead;
+        b->ahead.band.meta = NULL; /* d's now */
+        slot = b->ahead_slot;
+        pthread_mutex_unlock(&b->lock);
+        b->have_ahead = 0;
+    } else {
+        decode_band(b, 0, &d);
     }
+    if (d.st)
+        return gimg_fail(d.st, "%s", d.why);
+    *band = d.band;
     if (band->meta) {
         gimg_meta_free(b->late_meta);
         b->late_meta = band->meta;
         band->meta = NULL;
+    }
+    /* The next band, into the other buffer, while the caller works. */
+    if (b->threaded && b->decoded_rows < b->height) {
+        pthread_mutex_lock(&b->lock);
+        b->ahead_slot = 1 - slot;
+        b->pending = 1;
+        b->have_ahead = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->lock);
     }
     /* A view into the file: what lies before it has been read. */
     const unsigned char *at = band->data;
@@ -134,9 +232,22 @@ void gimg_band_close(gimg_band_reader *b)
 {
     if (!b)
         return;
+    if (b->threaded) {
+        pthread_mutex_lock(&b->lock);
+        while (b->pending) /* a band the caller will not take */
+            pthread_cond_wait(&b->cv, &b->lock);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->lock);
+        pthread_join(b->thread, NULL);
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->lock);
+        gimg_meta_free(b->ahead.band.meta);
+    }
     gimg_meta_free(b->late_meta);
     b->codec->rows_close(b->rows);
-    gimg_image_free(&b->buffer);
+    gimg_image_free(&b->buffer[0]);
+    gimg_image_free(&b->buffer[1]);
     free(b);
 }
 

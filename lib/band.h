@@ -11,7 +11,9 @@
  *
  * A band of a PNM/PAM held in place is a view of the file's mapping;
  * the pages of the bands already read are let go (MADV_DONTNEED) so that
- * they do not stay in the process's memory.
+ * they do not stay in the process's memory. Other bands are decoded one
+ * ahead, on a thread of the reader's, while the caller works on the last
+ * (two bands' buffers).
  */
 #ifndef GIMG_BAND_H
 #define GIMG_BAND_H
