@@ -38,12 +38,12 @@ struct gimg_band_reader {
     pthread_mutex_t lock;
     pthread_cond_t cv;
     decoded ahead;
-    /* The mapping's pages behind the last band viewed in place, let go
-     * when the next band is asked for (band.h). */
+    /* The file's mapping: its pages behind the bands read are let go
+     * (release_pages). */
     const unsigned char *buf;
     size_t len;
     int mapped;
-    uintptr_t released;      /* pages below this address are let go */
+    uintptr_t released;      /* pages from here on may be in memory */
     gimg_meta *late_meta;    /* what the last band brought (codec.h) */
 };
 
@@ -59,15 +59,38 @@ int gimg_band_rows(const gimg_info *info, int band_rows)
     return rows < 1 ? 1 : rows < (size_t)info->height ? (int)rows : 0;
 }
 
+/*
+ * Lets go of the mapping's whole pages from `released` up to `below`: a
+ * file mapped privately and never written, its pages dropped, reads the
+ * same bytes again from the page cache if touched after, so that this
+ * only keeps the file's pages (which count in the process's memory) to
+ * those near the rows being read. What a decoder has read is known for
+ * a band viewed in place (its start); for decoded bands it is estimated
+ * in proportion to the rows given, less a margin (a wrong guess costs a
+ * page fault, never a byte).
+ */
+static void release_pages(gimg_band_reader *b, const unsigned char *below)
+{
+    if (!b->mapped)
+        return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t end = (uintptr_t)below & ~(page - 1);
+    const uintptr_t start = (b->released + page - 1) & ~(page - 1);
+    if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0)
+        b->released = end;
+}
+
 gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
                            const gimg_read_opts *o, int rows, gimg_image *header,
                            gimg_band_reader **r)
 {
-    static const gimg_read_opts first = {0};
+    gimg_read_opts opts = {0};
     *r = NULL;
     memset(header, 0, sizeof *header);
-    if (!o)
-        o = &first;
+    if (o)
+        opts = *o;
+    opts.drop_pages = mapped;
+    o = &opts;
     const gimg_codec *codec = gimg_codec_sniff(buf, len);
     if (!codec || !codec->rows_open || rows < 1)
         return GIMG_OK;
@@ -101,17 +124,6 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
     return GIMG_OK;
 }
 
-/* Lets go of the mapping's whole pages below `below` (already read). */
-static void release_pages(gimg_band_reader *b, const unsigned char *below)
-{
-    if (!b->mapped)
-        return;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t end = (uintptr_t)below & ~(page - 1);
-    const uintptr_t start = (b->released + page - 1) & ~(page - 1);
-    if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0)
-        b->released = end;
-}
 
 /* Decodes the next band (rows from decoded_rows on) into buffer[slot]. */
 static void decode_band(gimg_band_reader *b, int slot, decoded *d)
@@ -213,10 +225,16 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
         pthread_cond_broadcast(&b->cv);
         pthread_mutex_unlock(&b->lock);
     }
-    /* A view into the file: what lies before it has been read. */
+    /* A view into the file: what lies before it has been read; else a
+     * share of the file like the rows' share of the image, less 1/16. */
     const unsigned char *at = band->data;
-    if (at >= b->buf && at < b->buf + b->len)
+    if (at >= b->buf && at < b->buf + b->len) {
         release_pages(b, at);
+    } else {
+        const double share = (double)b->next_row / b->height - 1.0 / 16;
+        if (share > 0)
+            release_pages(b, b->buf + (size_t)(share * (double)b->len));
+    }
     b->next_row += band->height;
     return GIMG_OK;
 }

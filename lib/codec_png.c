@@ -1253,9 +1253,20 @@ static int is_letter(unsigned char c)
  * the offset of the first whose CRC does not match (*crc_ok = 0), or of
  * IEND when all match (*crc_ok = 1); len when the file ends, or stops
  * being chunks, before IEND's last byte. */
-static size_t check_chunks(const unsigned char *buf, size_t len, int *crc_ok)
+/* Lets go of the pages of a private file mapping in [from, to): read
+ * again from the file if touched after (gimg_read_opts.drop_pages). */
+static void drop_pages(const unsigned char *from, const unsigned char *to)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+static size_t check_chunks(const unsigned char *buf, size_t len, int drop, int *crc_ok)
 {
     *crc_ok = 1;
+    size_t end = len, dropped = 0;
     for (size_t p = 8; p < len && len - p >= 12;) {
         const uint32_t n = gimg_be32(buf + p);
         const unsigned char *t = buf + p + 4;
@@ -1264,13 +1275,24 @@ static size_t check_chunks(const unsigned char *buf, size_t len, int *crc_ok)
             break;
         if (t[0] <= 'Z' && libdeflate_crc32(0, t, (size_t)n + 4) != gimg_be32(t + 4 + n)) {
             *crc_ok = 0;
-            return p;
+            end = p;
+            break;
         }
-        if (memcmp(t, "IEND", 4) == 0)
-            return p;
+        if (memcmp(t, "IEND", 4) == 0) {
+            end = p;
+            break;
+        }
         p += 12 + (size_t)n;
+        /* drop: let the pages walked go, every 8 MiB (bands: the file is
+         * read again as the rows are decoded, a page at a time). */
+        if (drop && p - dropped >= ((size_t)8 << 20)) {
+            drop_pages(buf + dropped, buf + p);
+            dropped = p;
+        }
     }
-    return len;
+    if (drop)
+        drop_pages(buf + dropped, buf + len);
+    return end;
 }
 
 /* The bytes of image data (the IDAT chunks' payloads) in the file, a cut
@@ -1296,7 +1318,7 @@ static uint64_t idat_bytes(const unsigned char *buf, size_t len)
 static gimg_status crc_failure(const unsigned char *buf, size_t len)
 {
     int crc_ok;
-    size_t at = check_chunks(buf, len, &crc_ok);
+    size_t at = check_chunks(buf, len, 0, &crc_ok);
     return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: CRC mismatch in the %.4s chunk",
                      at < len && !crc_ok ? (const char *)buf + at + 4 : "????");
 }
@@ -1569,7 +1591,7 @@ static void *side_work(void *arg)
         at += n;
     }
 #endif
-    j->end = check_chunks(j->buf, j->len, &j->crc_ok);
+    j->end = check_chunks(j->buf, j->len, 0, &j->crc_ok);
     return NULL;
 }
 
@@ -1844,7 +1866,7 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
     const int threaded =
         total >= SIDE_THREAD_MIN && pthread_create(&side_thread, NULL, side_work, &side) == 0;
     if (!threaded)
-        side.end = check_chunks(buf, len, &side.crc_ok);
+        side.end = check_chunks(buf, len, 0, &side.crc_ok);
     png_stage stage = AT_IMAGE;
     int err = spng_decode_image(ctx, out->data, total, SPNG_FMT_PNG, 0);
     /* Then the chunks after the image data, up to IEND (libspng stops
@@ -1944,7 +1966,7 @@ static gimg_status rows_open_png(const unsigned char *buf, size_t len, const gim
     if (st || p->h.ihdr.interlace_method ||
         (st = check_before_pixels(p->ctx, &p->h, buf, len, &p->plte, &stored, &total)))
         goto fail;
-    p->end = check_chunks(buf, len, &crc_ok);
+    p->end = check_chunks(buf, len, o && o->drop_pages, &crc_ok);
     if (!crc_ok) {
         st = crc_failure(buf, len);
         goto fail;

@@ -221,6 +221,10 @@ typedef struct {
  * multi-page formats (TIFF, GIF, animated WebP) have pages past 0. */
 typedef struct {
     int page;
+    /* Internal to libgimg, 0 from callers: buf is a private file mapping
+     * (gimg_slurp's) whose pages a decoder may let go once read, for they
+     * come back from the file if touched again (images read in bands). */
+    int drop_pages;
 } gimg_read_opts;
 
 /* With o NULL, the first page. */
