@@ -239,6 +239,11 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
     return GIMG_OK;
 }
 
+int gimg_band_meta_follows(const gimg_band_reader *b)
+{
+    return b->codec->format == GIMG_FMT_PNG;
+}
+
 gimg_meta *gimg_band_take_meta(gimg_band_reader *b)
 {
     gimg_meta *m = b->late_meta;

@@ -51,6 +51,10 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
  * (a view, valid until the next call; band->meta NULL); band->height is 0
  * after the last band. Errors as decoding's; then only close. */
 gimg_status gimg_band_next(gimg_band_reader *r, gimg_image *band, int *y0);
+/* 1 when the file's metadata may follow its pixels (a PNG's chunks after
+ * its image data), so that the header may lack some of it until the last
+ * band is read (gimg_band_take_meta). */
+int gimg_band_meta_follows(const gimg_band_reader *r);
 /* After the last band: the metadata that follows the pixels in the file
  * (a PNG's chunks after its image data; the header has what precedes
  * them), or NULL; the caller owns it. */

@@ -463,7 +463,9 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
     const int warned = !st && r && header.meta && header.meta->warning[0];
     if (warned && !j->c->quiet)
         fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, header.meta->warning);
-    if (!st && r)
+    /* A transform that places bands in its output sets the output's
+     * metadata at the start: it needs it all then. */
+    if (!st && r && !(d->bands.place && gimg_band_meta_follows(r)))
         st = d->bands.begin(d->user, j->ctx, &it->info, &header, &state);
     if (!st && !state) {
         gimg_band_close(r);
@@ -513,6 +515,10 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
         header.meta = gimg_band_take_meta(r);
         if (header.meta && header.meta->warning[0] && !j->c->quiet)
             fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, header.meta->warning);
+        if (header.meta && w) /* what the output written as it came cannot hold, for -v */
+            gimg_io_note_dropped_meta(header.meta, &it->info.write[0],
+                                      gimg_output_format(it->info.output[0],
+                                                         &it->info.write[0], &header));
     }
     if (j->c->verbose)
         fprintf(stderr, "%s: %s: read in %d bands of %d rows%s\n", d->tool, it->name, n_bands,
