@@ -75,7 +75,7 @@ static void release_pages(gimg_band_reader *b, const unsigned char *below)
         return;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t end = (uintptr_t)below & ~(page - 1);
-    const uintptr_t start = (b->released + page - 1) & ~(page - 1);
+    const uintptr_t start = b->released & ~(page - 1); /* a page partly read may go too */
     if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0)
         b->released = end;
 }

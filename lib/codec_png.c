@@ -99,7 +99,7 @@
  * metre, rounded), eXIf, the XMP packet as an uncompressed iTXt (as the
  * XMP specification asks), then the text chunks in their order: tEXt,
  * zTXt when compressed, iTXt when international (with its language and
- * translated keyword); then IDAT (split only past 1 GiB), IEND. iCCP and
+ * translated keyword); then IDAT (in chunks of 8 MiB), IEND. iCCP and
  * compressed texts use the output's level (0: stored).
  *
  * Samples: an image of maxval 2^b - 1 (write.c rescales other maxvals:
@@ -139,8 +139,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Largest IDAT payload we emit; PNG allows up to 2^31 - 1. */
-#define IDAT_MAX ((size_t)1 << 30)
+/* Largest IDAT payload we emit (PNG allows up to 2^31 - 1): 8 MiB, for
+ * readers that check a chunk's CRC as they start it (libspng) and so
+ * touch all of it at once; an image read in bands then holds 8 MiB of
+ * its file, not the whole stream. */
+#define IDAT_MAX ((size_t)8 << 20)
 /* Bytes before the zlib stream: signature, IHDR chunk, first IDAT header. */
 #define HEAD ((size_t)8 + 25 + 8)
 
@@ -1253,12 +1256,14 @@ static int is_letter(unsigned char c)
  * the offset of the first whose CRC does not match (*crc_ok = 0), or of
  * IEND when all match (*crc_ok = 1); len when the file ends, or stops
  * being chunks, before IEND's last byte. */
-/* Lets go of the pages of a private file mapping in [from, to): read
- * again from the file if touched after (gimg_read_opts.drop_pages). */
+/* Lets go of the pages of a private file mapping from the one holding
+ * `from` up to `to`: read again from the file if touched after
+ * (gimg_read_opts.drop_pages), so that the first, partly read, may go
+ * too (a page left at each step kept the kernel's large folio mapped). */
 static void drop_pages(const unsigned char *from, const unsigned char *to)
 {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
+    const uintptr_t a = (uintptr_t)from & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
     if (b > a)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
@@ -1273,7 +1278,20 @@ static size_t check_chunks(const unsigned char *buf, size_t len, int drop, int *
         if (!is_letter(t[0]) || !is_letter(t[1]) || !is_letter(t[2]) || !is_letter(t[3]) ||
             len - p - 12 < n)
             break;
-        if (t[0] <= 'Z' && libdeflate_crc32(0, t, (size_t)n + 4) != gimg_be32(t + 4 + n)) {
+        /* A critical chunk's CRC, 8 MiB at a time where the pages read
+         * are let go (our writer puts the image data in one IDAT of up
+         * to 1 GiB). */
+        uint32_t crc = 0;
+        for (size_t at = 0, step = (size_t)8 << 20; t[0] <= 'Z' && at < (size_t)n + 4;
+             at += step) {
+            const size_t piece = (size_t)n + 4 - at < step ? (size_t)n + 4 - at : step;
+            crc = (uint32_t)libdeflate_crc32(crc, t + at, piece);
+            if (drop && t + at + piece - buf - dropped >= step) {
+                drop_pages(buf + dropped, t + at + piece);
+                dropped = (size_t)(t + at + piece - buf);
+            }
+        }
+        if (t[0] <= 'Z' && crc != gimg_be32(t + 4 + n)) {
             *crc_ok = 0;
             end = p;
             break;
@@ -1290,8 +1308,11 @@ static size_t check_chunks(const unsigned char *buf, size_t len, int drop, int *
             dropped = p;
         }
     }
+    /* All of it at the end: what idat_bytes() walked before is mapped
+     * too (in the kernel's large folios, which the steps above may only
+     * split). */
     if (drop)
-        drop_pages(buf + dropped, buf + len);
+        drop_pages(buf, buf + len);
     return end;
 }
 
@@ -1797,7 +1818,7 @@ static gimg_status probe_png(const unsigned char *buf, size_t len, const gimg_re
  * PLTE's in open_png(), and still drops ancillary chunks whose CRC is
  * wrong. */
 static gimg_status check_before_pixels(spng_ctx *ctx, const png_header *h,
-                                       const unsigned char *buf, size_t len,
+                                       const unsigned char *buf, size_t len, int drop,
                                        struct spng_plte *plte, size_t *stored, size_t *total)
 {
     int err;
@@ -1814,6 +1835,8 @@ static gimg_status check_before_pixels(spng_ctx *ctx, const png_header *h,
      * refused before its pixels are allocated: its image data could not
      * inflate to them. */
     const uint64_t idat = idat_bytes(buf, len);
+    if (drop) /* the walk mapped a page, or a large folio, of each chunk */
+        drop_pages(buf, buf + len);
     if ((uint64_t)*stored / DEFLATE_MAX_RATIO > idat + 1)
         return gimg_fail(GIMG_E_FORMAT, "corrupt PNG file: the image data (IDAT) ends before "
                                         "the last row: %llu bytes cannot hold a %ux%u image",
@@ -1852,7 +1875,7 @@ static gimg_status decode_png(const unsigned char *buf, size_t len, const gimg_r
     struct spng_plte plte = { 0 };
     size_t total, stored;
     gimg_status st = open_png(buf, len, &ctx, &h);
-    if (st || (st = check_before_pixels(ctx, &h, buf, len, &plte, &stored, &total)) ||
+    if (st || (st = check_before_pixels(ctx, &h, buf, len, 0, &plte, &stored, &total)) ||
         (st = gimg_image_alloc(out, (int)h.ihdr.width, (int)h.ihdr.height, h.channels,
                                h.sample)))
         goto done;
@@ -1940,6 +1963,7 @@ typedef struct {
     int y;               /* the next row */
     int has_bad;         /* an index past the palette met: the last in bad */
     bad_index bad;
+    int drop_pages;      /* gimg_read_opts.drop_pages */
 } png_rows;
 
 static void rows_close_png(void *rows)
@@ -1960,11 +1984,13 @@ static gimg_status rows_open_png(const unsigned char *buf, size_t len, const gim
         return gimg_fail(GIMG_E_NOMEM, "out of memory decoding PNG");
     p->buf = buf;
     p->len = len;
+    p->drop_pages = o && o->drop_pages;
     size_t stored, total;
     int crc_ok, err;
     gimg_status st = open_png(buf, len, &p->ctx, &p->h);
     if (st || p->h.ihdr.interlace_method ||
-        (st = check_before_pixels(p->ctx, &p->h, buf, len, &p->plte, &stored, &total)))
+        (st = check_before_pixels(p->ctx, &p->h, buf, len, p->drop_pages, &p->plte, &stored,
+                                  &total)))
         goto fail;
     p->end = check_chunks(buf, len, o && o->drop_pages, &crc_ok);
     if (!crc_ok) {
@@ -2035,13 +2061,16 @@ static gimg_status rows_read_png(void *rows, gimg_image *band)
     if (!st && p->shift)
         keep_significant_bits(band, p->shift);
     /* The metadata, whose chunks may follow the image data, with the last
-     * rows (codec.h). */
+     * rows (codec.h); its walk over the chunks maps pages of the whole
+     * file, let go again. */
     if (!st && p->y == height) {
         gimg_image found = {0};
         if ((st = read_meta(p->ctx, p->buf, p->len, &found)))
             gimg_meta_free(found.meta);
         else
             band->meta = found.meta;
+        if (p->drop_pages)
+            drop_pages(p->buf, p->buf + p->len);
     }
     return st;
 }
