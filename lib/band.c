@@ -124,7 +124,6 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
     return GIMG_OK;
 }
 
-
 /* Decodes the next band (rows from decoded_rows on) into buffer[slot]. */
 static void decode_band(gimg_band_reader *b, int slot, decoded *d)
 {
@@ -276,15 +275,67 @@ void gimg_band_close(gimg_band_reader *b)
 
 /* -------------------------------------------------------------- writing */
 
+/*
+ * Write-behind: rows are encoded into one of two buffers, which a thread
+ * of the writer's writes to the file while the caller computes the next
+ * rows (a write() of the page cache costs about what a blur of the rows
+ * does). A write's failure, recorded on that thread, is recorded again
+ * on the caller's when it next hands rows over, or at close.
+ */
 struct gimg_band_writer {
     const char *path;
     gimg_format format;
     gimg_image layout;     /* width, height, channels, sample (no data) */
     gimg_out_file *file;   /* opened with the first rows */
-    unsigned char *row;    /* one row as the file holds it */
-    size_t row_bytes;
-    int rows_written;
+    size_t row_bytes;      /* a row as the file holds it */
+    int rows_written;      /* rows handed over */
+    unsigned char *buf[2]; /* rows as the file holds them */
+    size_t cap[2], fill[2];
+    int slot;              /* the buffer the caller fills next */
+    pthread_t thread;
+    int threaded, pending, stop; /* pending: buf[1 - slot] is being written */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    gimg_status write_st;  /* the thread's first failure */
+    char why[512];
 };
+
+static void *write_behind(void *arg)
+{
+    gimg_band_writer *b = arg;
+    pthread_mutex_lock(&b->lock);
+    for (;;) {
+        while (!b->pending && !b->stop)
+            pthread_cond_wait(&b->cv, &b->lock);
+        if (!b->pending)
+            break;
+        const int k = 1 - b->slot;
+        pthread_mutex_unlock(&b->lock);
+        gimg_status st = b->write_st ? GIMG_OK : gimg_out_write(b->file, b->buf[k], b->fill[k]);
+        pthread_mutex_lock(&b->lock);
+        if (st && !b->write_st) {
+            b->write_st = st;
+            snprintf(b->why, sizeof b->why, "%s", gimg_last_error());
+        }
+        b->pending = 0;
+        pthread_cond_broadcast(&b->cv);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return NULL;
+}
+
+/* Waits for the buffer being written; its failure, if any. */
+static gimg_status wait_written(gimg_band_writer *b)
+{
+    if (!b->threaded)
+        return GIMG_OK;
+    pthread_mutex_lock(&b->lock);
+    while (b->pending)
+        pthread_cond_wait(&b->cv, &b->lock);
+    gimg_status st = b->write_st;
+    pthread_mutex_unlock(&b->lock);
+    return st ? gimg_fail(st, "%s", b->why) : GIMG_OK;
+}
 
 gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
                                   const gimg_write_opts *o, gimg_band_writer **w)
@@ -310,6 +361,31 @@ gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
     return GIMG_OK;
 }
 
+/* The header, with the maxval the first rows have, and the thread (a
+ * thread that cannot start leaves the writing to the caller). */
+static gimg_status start_writing(gimg_band_writer *b, unsigned maxval)
+{
+    gimg_image head = b->layout;
+    head.maxval = maxval;
+    b->layout.maxval = maxval;
+    char hdr[GIMG_PNM_HEADER_MAX];
+    size_t len;
+    gimg_status st;
+    if (!(b->row_bytes = gimg_pnm_row_bytes(&head)))
+        return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
+    if ((st = gimg_pnm_header(&head, b->format, hdr, sizeof hdr, &len)) ||
+        (st = gimg_out_open(b->path, &b->file)) || (st = gimg_out_write(b->file, hdr, len)))
+        return st;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->threaded = pthread_create(&b->thread, NULL, write_behind, b) == 0;
+    if (!b->threaded) {
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->lock);
+    }
+    return GIMG_OK;
+}
+
 gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
 {
     gimg_status st;
@@ -317,37 +393,39 @@ gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
         band->sample != b->layout.sample || band->height > b->layout.height - b->rows_written)
         return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: a band of another layout, or "
                                        "past the image's rows");
-    if (!b->file) {
-        /* The header, with the maxval the rows have. */
-        gimg_image head = b->layout;
-        head.maxval = band->maxval;
-        char hdr[GIMG_PNM_HEADER_MAX];
-        size_t len;
-        b->layout.maxval = band->maxval;
-        if (!(b->row_bytes = gimg_pnm_row_bytes(&head)))
-            return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
-        if (!(b->row = malloc(b->row_bytes)))
-            return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        if ((st = gimg_pnm_header(&head, b->format, hdr, sizeof hdr, &len)) ||
-            (st = gimg_out_open(b->path, &b->file)))
-            return st;
-        if ((st = gimg_out_write(b->file, hdr, len)))
-            return st;
-    }
+    if (!b->file && (st = start_writing(b, band->maxval)))
+        return st;
     if (band->maxval != b->layout.maxval)
         return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: bands of another maxval");
-    /* 8-bit rows are the file's bytes already: written as they are. */
-    const int as_is = band->sample == GIMG_U8;
-    for (int y = 0; y < band->height; y++) {
-        const unsigned char *bytes = gimg_row(band, y);
-        if (!as_is) {
-            gimg_pnm_encode_row(band, y, b->row);
-            bytes = b->row;
+    const int k = b->slot;
+    const size_t bytes = b->row_bytes * (size_t)band->height;
+    if (bytes > b->cap[k]) {
+        free(b->buf[k]);
+        if (!(b->buf[k] = malloc(bytes))) {
+            b->cap[k] = 0;
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
         }
-        if ((st = gimg_out_write(b->file, bytes, b->row_bytes)))
-            return st;
+        b->cap[k] = bytes;
     }
+    for (int y = 0; y < band->height; y++) {
+        unsigned char *to = b->buf[k] + (size_t)y * b->row_bytes;
+        if (band->sample == GIMG_U8) /* the file's bytes already */
+            memcpy(to, gimg_row(band, y), b->row_bytes);
+        else
+            gimg_pnm_encode_row(band, y, to);
+    }
+    b->fill[k] = bytes;
     b->rows_written += band->height;
+    if (!b->threaded)
+        return gimg_out_write(b->file, b->buf[k], bytes);
+    /* The other buffer written, this one goes. */
+    if ((st = wait_written(b)))
+        return st;
+    pthread_mutex_lock(&b->lock);
+    b->slot = 1 - k;
+    b->pending = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->lock);
     return GIMG_OK;
 }
 
@@ -355,8 +433,17 @@ gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
 {
     if (!b)
         return GIMG_OK;
-    gimg_status st = GIMG_OK;
-    if (commit && b->rows_written != b->layout.height)
+    gimg_status st = wait_written(b);
+    if (b->threaded) {
+        pthread_mutex_lock(&b->lock);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->lock);
+        pthread_join(b->thread, NULL);
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->lock);
+    }
+    if (!st && commit && b->rows_written != b->layout.height)
         st = gimg_fail(GIMG_E_USAGE, "gimg_band_writer_close: %d of the image's %d rows were "
                                      "written", b->rows_written, b->layout.height);
     if (b->file) {
@@ -365,7 +452,8 @@ gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
         else
             gimg_out_abort(b->file);
     }
-    free(b->row);
+    free(b->buf[0]);
+    free(b->buf[1]);
     free(b);
     return st;
 }

@@ -100,8 +100,19 @@ static inline float load_sample(const gimg_image *im, int x, int y, int c)
     }
 }
 
-/* Step 3 for one row: v holds the convolved row (W * C floats). */
-static void narrow_row(const float *v, const gimg_image *orig, const gimg_conv_opts *o,
+/* Sample i of a row of samples of type s, as a float. */
+static inline float row_sample(const unsigned char *row, size_t i, gimg_sample s)
+{
+    switch (s) {
+    case GIMG_U8: return (float)row[i];
+    case GIMG_U16: return (float)((const uint16_t *)row)[i];
+    default: return ((const float *)row)[i];
+    }
+}
+
+/* Step 3 for one row: v holds the convolved row (W * C floats), orow the
+ * input's row y (for the alpha modes). */
+static void narrow_row(const float *v, const unsigned char *orow, const gimg_conv_opts *o,
                        float unit, int y, gimg_image *out)
 {
     const int W = out->width, C = out->channels;
@@ -109,14 +120,14 @@ static void narrow_row(const float *v, const gimg_image *orig, const gimg_conv_o
     const int keep = gimg_conv_has_alpha(C) && o->alpha == GIMG_ALPHA_KEEP;
     const int colours = premult || keep ? C - 1 : C;
     unsigned char *row = gimg_row(out, y);
-    const unsigned char *orow = gimg_row(orig, y);
     const float amax = gimg_conv_alpha_max(out->sample);
     for (int x = 0; x < W; x++) {
         const float *p = v + (size_t)x * C;
         float frac = 0.0f, alpha = 0.0f;
         if (premult) {
             /* The input's alpha matters only where the gain is 0. */
-            const float a_in = unit != 0.0f ? 0.0f : load_sample(orig, x, y, C - 1);
+            const float a_in =
+                unit != 0.0f ? 0.0f : row_sample(orow, (size_t)x * C + C - 1, out->sample);
             frac = gimg_conv_alpha_fraction(p[C - 1], a_in, unit, amax);
             alpha = gimg_conv_alpha_out(p[C - 1], a_in, unit, amax);
         }
@@ -253,7 +264,7 @@ gimg_status gimg_conv_reference(const gimg_image *in, const gimg_conv_opts *o, g
     const float unit = gimg_conv_alpha_unit(o, in->sample);
     if (!st) {
         for (int y = 0; y < H; y++)
-            narrow_row(cur.v + (size_t)y * W * C, in, o, unit, y, out);
+            narrow_row(cur.v + (size_t)y * W * C, gimg_row(in, y), o, unit, y, out);
         clamp_maxval(in, out);
     }
     free(cur.v);
@@ -377,11 +388,12 @@ static dot_rows_fn pick_dot_rows(void)
 /* Where the rows of a stage come from: the input image (widened, maybe
  * premultiplied) or the previous stage's float image. */
 typedef struct {
-    const gimg_image *img;
+    const gimg_image *img;            /* the input's layout; its rows are in `rows` */
+    const unsigned char *const *rows; /* the input's rows, from row y_base on */
     const fimage *f;
     int premult;
     float amax;
-    int y_base;     /* the image row that img's or f's first row holds (bands) */
+    int y_base;     /* the image row that rows[0] or f's first row holds (bands) */
 } row_src;
 
 #define FETCH_BODY                                                                         \
@@ -392,7 +404,7 @@ typedef struct {
         memcpy(dst, s->f->v + (size_t)y * n, n * sizeof(float));                           \
         return;                                                                            \
     }                                                                                      \
-    const unsigned char *row = gimg_row(s->img, y);                                        \
+    const unsigned char *row = s->rows[y];                                                 \
     if (s->img->sample == GIMG_U8)                                                         \
         for (size_t i = 0; i < n; i++)                                                     \
             dst[i] = (float)row[i];                                                        \
@@ -409,25 +421,25 @@ typedef struct {
         }
 
 static void fetch_generic(const row_src *s, int y, float *restrict dst) { FETCH_BODY }
-static void narrow_generic(const float *v, const gimg_image *orig, const gimg_conv_opts *o,
+static void narrow_generic(const float *v, const unsigned char *orow, const gimg_conv_opts *o,
                            float unit, int y, gimg_image *out)
 {
-    narrow_row(v, orig, o, unit, y, out);
+    narrow_row(v, orow, o, unit, y, out);
 }
 #ifdef GIMG_X86_FAST
 __attribute__((target("avx2,fma"), optimize("O3"))) static void
 fetch_avx2(const row_src *s, int y, float *restrict dst) { FETCH_BODY }
 /* The common case (no alpha handling) in a loop the compiler vectorizes. */
 __attribute__((target("avx2,fma"), optimize("O3"))) static void
-narrow_avx2(const float *v, const gimg_image *orig, const gimg_conv_opts *o, float unit, int y,
-            gimg_image *out)
+narrow_avx2(const float *v, const unsigned char *orow, const gimg_conv_opts *o, float unit,
+            int y, gimg_image *out)
 {
     const size_t n = (size_t)out->width * out->channels;
     const float scale = o->scale, bias = o->bias;
     unsigned char *row = gimg_row(out, y);
     if ((gimg_conv_has_alpha(out->channels) && o->alpha != GIMG_ALPHA_INCLUDE) ||
         out->sample == GIMG_F32) {
-        narrow_row(v, orig, o, unit, y, out);
+        narrow_row(v, orow, o, unit, y, out);
         return;
     }
     if (out->sample == GIMG_U8) {
@@ -465,7 +477,7 @@ narrow_avx2(const float *v, const gimg_image *orig, const gimg_conv_opts *o, flo
 typedef struct {
     dot_rows_fn dot;
     void (*fetch)(const row_src *, int, float *restrict);
-    void (*narrow)(const float *, const gimg_image *, const gimg_conv_opts *, float, int,
+    void (*narrow)(const float *, const unsigned char *, const gimg_conv_opts *, float, int,
                    gimg_image *);
 } cpu_fns;
 
@@ -485,7 +497,7 @@ static cpu_fns pick_fns(void)
 typedef struct {
     fimage *f;
     gimg_image *out;
-    const gimg_image *orig; /* the input, its rows aligned with out's */
+    const unsigned char *const *orig; /* the input's rows, aligned with out's */
     const gimg_conv_opts *o;
     float unit; /* gimg_conv_alpha_unit */
     int y_base; /* the image row that f's or out's first row holds (bands) */
@@ -591,8 +603,8 @@ static gimg_status run_stage(const row_src *src, const gimg_kernel *k, gimg_bord
                 if (sink->f)
                     memcpy(sink->f->v + (size_t)(y - sink->y_base) * n, out, n * sizeof(float));
                 else
-                    fn->narrow(out, sink->orig, sink->o, sink->unit, y - sink->y_base,
-                               sink->out);
+                    fn->narrow(out, sink->orig[y - sink->y_base], sink->o, sink->unit,
+                               y - sink->y_base, sink->out);
             }
         }
         free(bf.ring);
@@ -609,11 +621,17 @@ static gimg_status conv_cpu_into(const gimg_image *in, const gimg_conv_opts *o, 
 {
     const int W = in->width, H = in->height, C = in->channels;
     const cpu_fns fn = pick_fns();
-    row_src src = {in, NULL, gimg_conv_premultiplied(o, C), gimg_conv_alpha_max(in->sample), 0};
+    const unsigned char **rows = malloc((size_t)H * sizeof *rows);
+    if (!rows)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    for (int y = 0; y < H; y++)
+        rows[y] = gimg_row(in, y);
+    row_src src = {in, rows, NULL, gimg_conv_premultiplied(o, C),
+                   gimg_conv_alpha_max(in->sample), 0};
     fimage cur = {0}, next = {0};
     gimg_status st = GIMG_OK;
     for (int s = 0; s < o->n_kernels && !st; s++) {
-        row_sink sink = {NULL, out, in, o, gimg_conv_alpha_unit(o, in->sample), 0};
+        row_sink sink = {NULL, out, rows, o, gimg_conv_alpha_unit(o, in->sample), 0};
         if (s + 1 < o->n_kernels) {
             if ((st = fimage_alloc(&next, W, H, C)))
                 break;
@@ -624,10 +642,12 @@ static gimg_status conv_cpu_into(const gimg_image *in, const gimg_conv_opts *o, 
         cur = next;
         next.v = NULL;
         src.img = NULL;
+        src.rows = NULL;
         src.f = &cur;
         src.premult = 0;
     }
     free(cur.v);
+    free(rows);
     if (!st)
         clamp_maxval(in, out);
     return st;
@@ -664,11 +684,16 @@ struct gimg_conv_bands {
     gimg_sample sample;
     unsigned maxval;
     cpu_fns fn;
-    gimg_image window;     /* input rows [win_lo, win_lo + win_rows) */
-    int win_lo, win_rows;
+    /* Rows [win_lo, win_lo + win_rows) of the input, copied from earlier
+     * bands: those that output rows still to come read (the halo). */
+    gimg_image window;
+    int win_lo, win_rows, win_cap;
+    const unsigned char **table; /* the window's rows, then the band's */
+    int table_cap;
     int rows_in;           /* input rows given so far */
     int next_out;          /* the first output row not yet given */
     gimg_image out;        /* the output rows given by the last call */
+    int out_cap;
     fimage stage[2];       /* intermediate stages' rows */
     row_range *ranges;     /* per stage, the source rows it reads (work space) */
 };
@@ -745,16 +770,19 @@ void gimg_conv_bands_free(gimg_conv_bands *cb)
         return;
     gimg_image_free(&cb->window);
     gimg_image_free(&cb->out);
+    free(cb->table);
     free(cb->stage[0].v);
     free(cb->stage[1].v);
     free(cb->ranges);
     free(cb);
 }
 
-/* Room for `rows` rows in *im (of the bands' layout), its rows kept. */
-static gimg_status ensure_rows(const gimg_conv_bands *cb, gimg_image *im, int rows, int keep)
+/* Room for `rows` rows in *im (of the bands' layout, *cap rows of room;
+ * im->height is the rows in use), its first `keep` rows kept. */
+static gimg_status ensure_rows(const gimg_conv_bands *cb, gimg_image *im, int *cap, int rows,
+                               int keep)
 {
-    if (im->data && im->height >= rows)
+    if (im->data && *cap >= rows)
         return GIMG_OK;
     gimg_image bigger;
     gimg_status st = gimg_image_alloc(&bigger, cb->W, rows, cb->C, cb->sample);
@@ -764,6 +792,7 @@ static gimg_status ensure_rows(const gimg_conv_bands *cb, gimg_image *im, int ro
         memcpy(bigger.data, im->data, im->stride_bytes * (size_t)keep);
     gimg_image_free(im);
     *im = bigger;
+    *cap = rows;
     return GIMG_OK;
 }
 
@@ -776,24 +805,25 @@ static gimg_status ensure_fimage(const gimg_conv_bands *cb, fimage *f, int rows)
     return fimage_alloc(f, cb->W, rows, cb->C);
 }
 
-/* Output rows [lo, hi), whose input is in the window, into cb->out. */
+/* Output rows [lo, hi), whose input rows are in cb->table (rows from
+ * win_lo on), into cb->out. */
 static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
 {
-    gimg_status st = ensure_rows(cb, &cb->out, hi - lo, 0);
+    gimg_status st = ensure_rows(cb, &cb->out, &cb->out_cap, hi - lo, 0);
     if (st)
         return st;
     cb->out.height = hi - lo;
     needed_rows(cb, lo, hi, cb->ranges);
-    /* The input's rows aligned with the output's, for the alpha modes. */
-    gimg_image orig = cb->window;
-    orig.data = gimg_row(&cb->window, lo - cb->win_lo);
-    orig.height = hi - lo;
-    row_src src = {&cb->window, NULL, gimg_conv_premultiplied(&cb->o, cb->C),
+    /* The input's layout (the window's may not be allocated yet). */
+    const gimg_image layout = {.width = cb->W, .height = cb->H, .channels = cb->C,
+                               .sample = cb->sample};
+    row_src src = {&layout, cb->table, NULL, gimg_conv_premultiplied(&cb->o, cb->C),
                    gimg_conv_alpha_max(cb->sample), cb->win_lo};
     const int n = cb->o.n_kernels;
     for (int s = 0; s < n && !st; s++) {
-        row_sink sink = {NULL, &cb->out, &orig, &cb->o, gimg_conv_alpha_unit(&cb->o, cb->sample),
-                         lo};
+        /* The input's rows aligned with the output's, for the alpha modes. */
+        row_sink sink = {NULL, &cb->out, cb->table + (lo - cb->win_lo), &cb->o,
+                         gimg_conv_alpha_unit(&cb->o, cb->sample), lo};
         row_range r = {lo, hi};
         if (s + 1 < n) {
             r = cb->ranges[s + 1];
@@ -805,13 +835,67 @@ static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
         }
         st = run_stage(&src, &cb->o.kernels[s], cb->o.border, cb->W, cb->H, cb->C, r.lo, r.hi,
                        &sink, &cb->fn);
-        src = (row_src){NULL, sink.f, 0, 0.0f, sink.y_base};
+        src = (row_src){NULL, NULL, sink.f, 0, 0.0f, sink.y_base};
     }
     if (!st) {
         gimg_image in = {.sample = cb->sample, .maxval = cb->maxval};
         clamp_maxval(&in, &cb->out);
     }
     return st;
+}
+
+/* The last output row + 1 whose input rows are all given: every row once
+ * the last band is in; otherwise the largest hi whose rows [next_out, hi)
+ * read no row past rows_in. */
+static int complete_rows(gimg_conv_bands *cb)
+{
+    if (cb->rows_in == cb->H)
+        return cb->H;
+    int hi = cb->next_out;
+    int step = cb->rows_in - cb->next_out > 1 ? cb->rows_in - cb->next_out : 1;
+    while (step > 0) {
+        if (hi + step <= cb->H) {
+            needed_rows(cb, cb->next_out, hi + step, cb->ranges);
+            if (cb->ranges[0].hi <= cb->rows_in) {
+                hi += step;
+                continue;
+            }
+        }
+        step /= 2;
+    }
+    return hi;
+}
+
+/* After output rows up to next_out: the window keeps, copied, the input
+ * rows that the rows still to come read (through the bottom border, a row
+ * may read rows above those of the rows before it: all of them are
+ * asked), from the window and from the band (rows from first on). */
+static gimg_status keep_window(gimg_conv_bands *cb, const gimg_image *band, int first)
+{
+    int keep_from = cb->rows_in;
+    if (cb->next_out < cb->H) {
+        needed_rows(cb, cb->next_out, cb->H, cb->ranges);
+        keep_from = cb->ranges[0].lo;
+    }
+    if (keep_from < cb->win_lo)
+        keep_from = cb->win_lo;
+    const int from_window = first - keep_from > 0 ? first - keep_from : 0;
+    const int from_band = cb->rows_in - (keep_from > first ? keep_from : first);
+    if (from_window > 0 && keep_from > cb->win_lo)
+        memmove(cb->window.data, gimg_row(&cb->window, keep_from - cb->win_lo),
+                cb->window.stride_bytes * (size_t)from_window);
+    gimg_status st;
+    if (from_window + from_band > 0 &&
+        (st = ensure_rows(cb, &cb->window, &cb->win_cap, from_window + from_band, from_window)))
+        return st;
+    const size_t row_bytes = (size_t)cb->W * cb->C * cb->sample;
+    for (int i = 0; i < from_band; i++)
+        memcpy(gimg_row(&cb->window, from_window + i),
+               gimg_row(band, cb->rows_in - from_band - first + i), row_bytes);
+    cb->win_lo = keep_from;
+    cb->win_rows = from_window + from_band;
+    cb->window.height = cb->win_rows > 0 ? cb->win_rows : 1;
+    return GIMG_OK;
 }
 
 gimg_status gimg_conv_bands_add(gimg_conv_bands *cb, const gimg_image *band, gimg_image *out,
@@ -823,53 +907,38 @@ gimg_status gimg_conv_bands_add(gimg_conv_bands *cb, const gimg_image *band, gim
         band->height < 1 || band->height > cb->H - cb->rows_in)
         return gimg_fail(GIMG_E_USAGE, "gimg_conv_bands_add: a band of another layout, or "
                                        "past the image's rows");
-    /* The window keeps the rows that the output rows still to come may
-     * read (through the bottom border, a row may read rows above those of
-     * the rows before it: all of them are asked). */
-    needed_rows(cb, cb->next_out, cb->H, cb->ranges);
-    int keep_from = cb->ranges[0].lo < cb->win_lo ? cb->win_lo : cb->ranges[0].lo;
-    if (cb->win_rows && keep_from > cb->win_lo + cb->win_rows)
-        keep_from = cb->win_lo + cb->win_rows;
-    const int drop = cb->win_rows ? keep_from - cb->win_lo : 0;
-    const int kept = cb->win_rows - drop;
-    if (drop > 0 && kept > 0)
-        memmove(cb->window.data, gimg_row(&cb->window, drop), cb->window.stride_bytes * (size_t)kept);
-    cb->win_lo = cb->win_rows ? keep_from : 0;
-    cb->win_rows = kept;
-    gimg_status st = ensure_rows(cb, &cb->window, kept + band->height, kept);
-    if (st)
-        return st;
-    const size_t row_bytes = (size_t)cb->W * cb->C * cb->sample;
-    for (int i = 0; i < band->height; i++)
-        memcpy(gimg_row(&cb->window, kept + i), gimg_row(band, i), row_bytes);
-    cb->win_rows += band->height;
-    cb->rows_in += band->height;
-    cb->window.height = cb->win_rows;
-    /* The output rows whose input is all here: every row, once the last
-     * band is in; otherwise up to the first whose last source row is not. */
-    int hi = cb->H;
-    if (cb->rows_in < cb->H) {
-        hi = cb->next_out;
-        int step = cb->rows_in - cb->next_out > 1 ? cb->rows_in - cb->next_out : 1;
-        while (step > 0) { /* the largest hi whose rows' input is here */
-            if (hi + step <= cb->H) {
-                needed_rows(cb, cb->next_out, hi + step, cb->ranges);
-                if (cb->ranges[0].hi <= cb->rows_in) {
-                    hi += step;
-                    continue;
-                }
-            }
-            step /= 2;
-        }
+    /* The rows at hand, by table: the window's copies, then the band's
+     * rows where they lie (copying them in cost as much as the kernels'
+     * loads). */
+    const int first = cb->rows_in;
+    if (!cb->win_rows)
+        cb->win_lo = first;
+    const int n = cb->win_rows + band->height;
+    if (n > cb->table_cap) {
+        const unsigned char **t = realloc(cb->table, (size_t)n * sizeof *t);
+        if (!t)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        cb->table = t;
+        cb->table_cap = n;
     }
-    if (hi <= cb->next_out)
-        return GIMG_OK;
-    if ((st = compute_rows(cb, cb->next_out, hi)))
+    for (int i = 0; i < cb->win_rows; i++)
+        cb->table[i] = gimg_row(&cb->window, i);
+    for (int i = 0; i < band->height; i++)
+        cb->table[cb->win_rows + i] = gimg_row(band, i);
+    cb->rows_in += band->height;
+    const int hi = complete_rows(cb);
+    gimg_status st;
+    if (hi > cb->next_out && (st = compute_rows(cb, cb->next_out, hi)))
         return st;
-    *out = cb->out;
-    out->meta = NULL;
-    *y0 = cb->next_out;
-    cb->next_out = hi;
+    const int lo = cb->next_out;
+    cb->next_out = hi > lo ? hi : lo;
+    if ((st = keep_window(cb, band, first)))
+        return st;
+    if (hi > lo) {
+        *out = cb->out;
+        out->meta = NULL;
+        *y0 = lo;
+    }
     return GIMG_OK;
 }
 

@@ -162,6 +162,22 @@ why=""
     grep -q 'read in 23 bands of 9 rows$' err.txt || why="PNG output: $(tr '\n' '|' <err.txt | head -c 300)"; }
 result gconv-written-as-they-come "$why"
 
+# A write that fails as the rows go out (a full device): the same message
+# as whole, exit 1.
+why=""
+if [ -w /dev/full ]; then
+    "$GC" --device cpu -k gaussian:1 -f pnm rgb8.ppm /dev/full 2>whole.err
+    rc_whole=$?
+    "$GC" --device cpu --band-rows 9 -k gaussian:1 -f pnm rgb8.ppm /dev/full 2>bands.err
+    rc_bands=$?
+    [ $rc_whole -eq 1 ] && [ $rc_bands -eq 1 ] || why="exit $rc_whole whole, $rc_bands in bands"
+    [ -z "$why" ] && { grep -q '^gconv: /dev/full: write error: ' bands.err && cmp -s whole.err bands.err ||
+        why="'$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"; }
+    result gconv-write-error "$why"
+else
+    skip gconv-write-error "no /dev/full"
+fi
+
 # The wrap border reads the image whole: the same output.
 why=""
 "$GC" --device cpu -v --band-rows 9 --border wrap -k gaussian:2 rgb8.png bands.pam 2>err.txt &&

@@ -109,6 +109,18 @@ static inline void put(bytes *b, const void *data, size_t n)
     b->len += n;
 }
 
+/* Defined in a build with a sanitizer, whose allocator pads and holds
+ * back freed blocks: memory figures, and replacing malloc, are its own. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#endif
+
 /* 1 under valgrind, where timing limits mean nothing. */
 static inline int under_valgrind(void)
 {

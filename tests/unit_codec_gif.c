@@ -219,7 +219,7 @@ static gimg_image composite(const test_gif *g, int page)
 /* Decodes page `page` of buf and compares it with composite(g, page). */
 static void check_page(const char *what, const test_gif *g, const bytes *file, int page)
 {
-    gimg_read_opts o = {page};
+    gimg_read_opts o = {.page = page};
     gimg_image got, want = composite(g, page);
     gimg_info info;
     gimg_status st = gimg_probe_page(file->p, file->len, &o, &info);
@@ -541,7 +541,7 @@ static void test_animation(void)
     bytes file = build_with_giflib(&g);
     for (int page = 0; page < 5; page++)
         check_page("RGBA animation", &g, &file, page);
-    gimg_read_opts o = {5};
+    gimg_read_opts o = {.page = 5};
     gimg_image none;
     CHECK(gimg_decode_page(file.p, file.len, &o, &none) == GIMG_E_FORMAT &&
               contains(gimg_last_error(), "GIF has 5 frames: no frame 5"),
@@ -591,7 +591,7 @@ static void compare_vips(const char *what, const bytes *file, int page)
     const char *gif = scratch("v.gif"), *raw = scratch("v.raw");
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "vips rawsave '%s[page=%d]' '%s' >/dev/null 2>&1", gif, page, raw);
-    gimg_read_opts o = {page};
+    gimg_read_opts o = {.page = page};
     gimg_image ours;
     size_t len = 0;
     unsigned char *theirs = NULL;
@@ -721,7 +721,7 @@ static void test_imagemagick(void)
 static void expect_refusal(const char *what, const unsigned char *buf, size_t len, int page,
                            gimg_status want_status, const char *want)
 {
-    gimg_read_opts o = {page};
+    gimg_read_opts o = {.page = page};
     gimg_image im;
     double t0 = cpu_seconds();
     gimg_status st = gimg_decode_page(buf, len, &o, &im);
@@ -870,7 +870,7 @@ static void test_hostile(void)
         literal_frame(&many, 0, 0, 8, 8, (unsigned)k % 4);
     put_u8(&many, 0x3B);
     gimg_set_max_pixels(100);
-    gimg_read_opts o = {11};
+    gimg_read_opts o = {.page = 11};
     st = gimg_decode_page(many.p, many.len, &o, &im);
     /* Frame 11 is all index 3: yellow. */
     CHECK(st == GIMG_OK && memcmp(gimg_row(&im, 7) + 7 * 3, k_map4 + 9, 3) == 0,
@@ -896,7 +896,7 @@ static void test_many_frames(void)
     gimg_info info;
     CHECK(gimg_probe_memory(b.p, b.len, &info) == GIMG_OK && info.pages == 20000,
           "probe: %s, %d pages", gimg_last_error(), info.pages);
-    gimg_read_opts o = {19999};
+    gimg_read_opts o = {.page = 19999};
     gimg_image im;
     gimg_status st = gimg_decode_page(b.p, b.len, &o, &im);
     double t = cpu_seconds() - t0;
@@ -923,7 +923,7 @@ static void *decode_job(void *arg)
     thread_job *j = arg;
     j->ok = 1;
     for (int i = 0; i < 30 && j->ok; i++) {
-        gimg_read_opts o = {j->page};
+        gimg_read_opts o = {.page = j->page};
         gimg_image im;
         j->ok = gimg_decode_page(j->file->p, j->file->len, &o, &im) == GIMG_OK &&
                 same_pixels(&im, j->want);

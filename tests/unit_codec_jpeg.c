@@ -1555,16 +1555,7 @@ static void test_stripes_concurrent(void)
  * failure paths too (its memcheck still sees every block, through glibc's
  * __libc_malloc and friends, which it replaces); without, the test
  * says SKIP. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
-    __has_feature(thread_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define UNDER_SANITIZER 1
-#endif
-#if defined(__GLIBC__) && !defined(UNDER_SANITIZER)
+#if defined(__GLIBC__) && !defined(UNDER_SANITIZER) /* testfile.h */
 #define ALLOC_FAULTS 1
 #include <link.h>
 

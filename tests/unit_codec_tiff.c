@@ -189,7 +189,7 @@ static unsigned char *make_tiff(const page_spec *pages, int n, int big_endian, s
  * a CHECK already recorded). */
 static int decode_checked(const unsigned char *buf, size_t len, int page, gimg_image *im)
 {
-    gimg_read_opts o = {page};
+    gimg_read_opts o = {.page = page};
     gimg_info info;
     gimg_status st = gimg_probe_page(buf, len, &o, &info);
     CHECK(st == GIMG_OK, "probe: %s", gimg_last_error());
@@ -843,7 +843,7 @@ static void test_pages(void)
         const int ch[3] = {1, 3, 4};
         const int pick[4] = {0, 1, 2, 3};
         for (int k = 0; k < 3; k++) {
-            gimg_read_opts o = {k};
+            gimg_read_opts o = {.page = k};
             gimg_info info;
             CHECK(gimg_probe_page(buf, len, &o, &info) == GIMG_OK, "page %d: %s", k,
                   gimg_last_error());
@@ -860,7 +860,7 @@ static void test_pages(void)
         gimg_info info;
         CHECK(gimg_probe_memory(buf, len, &info) == GIMG_OK && info.pages == 3 &&
                   info.width == 20, "first page by default");
-        gimg_read_opts past = {3};
+        gimg_read_opts past = {.page = 3};
         gimg_image im;
         gimg_status st = gimg_decode_page(buf, len, &past, &im);
         CHECK(st == GIMG_E_FORMAT && strstr(gimg_last_error(), "TIFF has 3 pages: no page 3"),
@@ -898,7 +898,7 @@ static void expect_refused(const unsigned char *buf, size_t len, gimg_status wan
     CHECK(im.data == NULL && im.width == 0, "%s: the image was not zeroed", what);
     CHECK(dt < 0.5, "%s: took %.2f s of CPU", what, dt);
     /* The codec's own entry points too, past read.c's checks. */
-    gimg_read_opts o = {0};
+    gimg_read_opts o = {.page = 0};
     st = gimg_codec_tiff.decode(buf, len, &o, &im);
     CHECK(st != GIMG_OK && im.data == NULL, "%s: the row's decode accepted it", what);
     if (st == GIMG_OK)
@@ -1093,7 +1093,7 @@ static void test_hostile(void)
         put_ifd(&t, 150, e, 9, 8);
         t.n = 308;
         expect_refused(t.b, t.n, GIMG_E_FORMAT, NULL, "two IFDs pointing to each other");
-        gimg_read_opts o = {1};
+        gimg_read_opts o = {.page = 1};
         gimg_image im;
         CHECK(gimg_decode_page(t.b, t.n, &o, &im) != GIMG_OK, "page 1 of a loop decoded");
     }
@@ -1122,7 +1122,7 @@ static void test_hostile(void)
               count, (int)st, info.pages, gimg_last_error());
         CHECK(dt < 1.0, "counting %zu pages took %.2f s", count, dt);
         /* The last page, reached by libtiff's own walk. */
-        gimg_read_opts last = {(int)count - 1};
+        gimg_read_opts last = {.page = (int)count - 1};
         gimg_image im;
         t0 = cpu_seconds();
         st = gimg_decode_page(many, n, &last, &im);
@@ -1537,7 +1537,7 @@ static void test_meta_hostile(void)
     put32(&t, 404, 1);
     t.n = 420;
     for (int page = 0; page < 2; page++) {
-        gimg_read_opts o = {page};
+        gimg_read_opts o = {.page = page};
         st = gimg_decode_page(t.b, t.n, &o, &im);
         CHECK(st == GIMG_OK, "page %d: %s", page, gimg_last_error());
         if (st)

@@ -531,7 +531,7 @@ static void test_animation(void)
     };
     bytes file = build_animation(24, 20, frames, 3);
     gimg_info info;
-    gimg_read_opts o = {0};
+    gimg_read_opts o = {.page = 0};
     CHECK(gimg_probe_memory(file.p, file.len, &info) == GIMG_OK && info.pages == 3 &&
               info.width == 24 && info.height == 20 && info.channels == 4,
           "probe: %s (pages %d, %dx%d c%d)", gimg_last_error(), info.pages, info.width,
@@ -640,7 +640,7 @@ static void test_img2webp(void)
     } else {
         const gimg_image *src[2] = {&f0, &f1};
         for (int page = 0; page < 2; page++) {
-            gimg_read_opts o = {page};
+            gimg_read_opts o = {.page = page};
             gimg_image got;
             gimg_status st = gimg_decode_page(buf, len, &o, &got);
             int bad = st != GIMG_OK || got.channels != 4 || got.width != 40 || got.height != 30;
@@ -747,7 +747,7 @@ static void test_hostile(void)
     gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
 
     /* A still image has one page. */
-    gimg_read_opts o = {1};
+    gimg_read_opts o = {.page = 1};
     CHECK(gimg_decode_page(lossy, len, &o, &ok) == GIMG_E_FORMAT &&
               contains(gimg_last_error(), "WebP has 1 frame: no frame 1"),
           "page 1 of a still image: %s", gimg_last_error());
@@ -1037,7 +1037,7 @@ static void test_meta_crafted(void)
     chunk(&a, "EXIF", exif, 77);
     seal_riff(&a);
     for (int page = 0; page < 2; page++) {
-        gimg_read_opts o = {page};
+        gimg_read_opts o = {.page = page};
         if (gimg_decode_page(a.p, a.len, &o, &back) != GIMG_OK) {
             CHECK(0, "animation page %d: %s", page, gimg_last_error());
             continue;

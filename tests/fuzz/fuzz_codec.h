@@ -49,7 +49,7 @@ static inline unsigned fuzz_touch(const gimg_image *im)
 static inline int fuzz_codec_page(const gimg_codec *row, const uint8_t *data, size_t size,
                                   int page, gimg_image *im)
 {
-    const gimg_read_opts o = {page};
+    const gimg_read_opts o = {.page = page};
     gimg_info info;
     memset(&info, 0, sizeof info);
     fuzz_clear_error();
@@ -108,7 +108,7 @@ static inline gimg_image fuzz_round_trip(const gimg_codec *row, const gimg_image
     gimg_status st = row->encode(im, o, &buf, &len);
     FUZZ_CHECK(st == GIMG_OK, "encoding a decoded %dx%d c%d image as %s: %s", im->width,
                im->height, im->channels, row->name, gimg_last_error());
-    const gimg_read_opts first = {0};
+    const gimg_read_opts first = {.page = 0};
     st = row->decode(buf, len, &first, &back);
     free(buf);
     FUZZ_CHECK(st == GIMG_OK, "decoding our own %s: %s", row->name, gimg_last_error());

@@ -21,7 +21,7 @@ static inline void fuzz_rows_match(const gimg_codec *row, const uint8_t *data, s
 {
     if (!row->rows_open)
         return;
-    const gimg_read_opts o = {page};
+    const gimg_read_opts o = {.page = page};
     gimg_image header, band;
     void *rows = NULL;
     memset(&header, 0, sizeof header);
