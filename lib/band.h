@@ -71,9 +71,11 @@ void gimg_band_close(gimg_band_reader *r);
  * format, or an image the format would first convert (alpha in a PNM, a
  * float PAM); the caller then writes the whole image. height is the
  * image's; rows come in order, each band of the image's layout (its
- * maxval, which the header states, is the first band's). close commits
- * the file when every row was written and commit is 1, else removes it;
- * it frees w (NULL too).
+ * maxval, which the header states, is the first band's); they are
+ * copied, and written by a thread of the writer's while the caller
+ * computes the next (a write's failure is reported by the next call, or
+ * by close). close commits the file when every row was written and
+ * commit is 1, else removes it; it frees w (NULL too).
  */
 typedef struct gimg_band_writer gimg_band_writer;
 gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,

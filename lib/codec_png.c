@@ -1251,11 +1251,6 @@ static int is_letter(unsigned char c)
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
 }
 
-/* Walks the chunks from the first to IEND, checking the CRC of each
- * critical one (IHDR, PLTE, IDAT, IEND: libspng enforces no other). Returns
- * the offset of the first whose CRC does not match (*crc_ok = 0), or of
- * IEND when all match (*crc_ok = 1); len when the file ends, or stops
- * being chunks, before IEND's last byte. */
 /* Lets go of the pages of a private file mapping from the one holding
  * `from` up to `to`: read again from the file if touched after
  * (gimg_read_opts.drop_pages), so that the first, partly read, may go
@@ -1268,6 +1263,12 @@ static void drop_pages(const unsigned char *from, const unsigned char *to)
         madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* Walks the chunks from the first to IEND, checking the CRC of each
+ * critical one (IHDR, PLTE, IDAT, IEND: libspng enforces no other). Returns
+ * the offset of the first whose CRC does not match (*crc_ok = 0), or of
+ * IEND when all match (*crc_ok = 1); len when the file ends, or stops
+ * being chunks, before IEND's last byte. drop: buf is a private file
+ * mapping whose pages are let go as the walk passes them (bands). */
 static size_t check_chunks(const unsigned char *buf, size_t len, int drop, int *crc_ok)
 {
     *crc_ok = 1;
@@ -1279,8 +1280,7 @@ static size_t check_chunks(const unsigned char *buf, size_t len, int drop, int *
             len - p - 12 < n)
             break;
         /* A critical chunk's CRC, 8 MiB at a time where the pages read
-         * are let go (our writer puts the image data in one IDAT of up
-         * to 1 GiB). */
+         * are let go (an IDAT may hold up to 2 GiB). */
         uint32_t crc = 0;
         for (size_t at = 0, step = (size_t)8 << 20; t[0] <= 'Z' && at < (size_t)n + 4;
              at += step) {
