@@ -10,6 +10,93 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* ------------------------------------------------------------ a worker */
+
+/* A thread that does one job at a time for its owner, the reader's
+ * read-ahead or the writer's write-behind: the owner hands a job over
+ * (worker_give) and later waits for it (worker_wait), touching what the
+ * job touches only in between. */
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int running;           /* the thread started */
+    int pending, stop;
+    void (*job)(void *arg);
+    void *arg;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->pending && !w->stop)
+            pthread_cond_wait(&w->cv, &w->lock);
+        if (!w->pending)
+            break;
+        pthread_mutex_unlock(&w->lock);
+        w->job(w->arg);
+        pthread_mutex_lock(&w->lock);
+        w->pending = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* 1 when the thread started (else the owner does its jobs itself). */
+static int worker_start(worker *w, void (*job)(void *), void *arg)
+{
+    w->job = job;
+    w->arg = arg;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->running = pthread_create(&w->thread, NULL, worker_main, w) == 0;
+    if (!w->running) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->lock);
+    }
+    return w->running;
+}
+
+static void worker_wait(worker *w)
+{
+    if (!w->running)
+        return;
+    pthread_mutex_lock(&w->lock);
+    while (w->pending)
+        pthread_cond_wait(&w->cv, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* The next job (the last one done: worker_wait first). */
+static void worker_give(worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->pending = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Waits for the job in hand, and ends the thread. */
+static void worker_stop(worker *w)
+{
+    if (!w->running)
+        return;
+    worker_wait(w);
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->lock);
+    w->running = 0;
+}
+
+/* ------------------------------------------------------------- reading */
+
 /*
  * Read-ahead: while the caller works on band k, a thread of the reader's
  * decodes band k + 1 into the other of two buffers, so that decoding (a
@@ -31,12 +118,10 @@ struct gimg_band_reader {
     gimg_image layout;       /* the image's layout and maxval (no data) */
     int height, band_rows, next_row;
     int decoded_rows;        /* rows handed to the codec so far */
-    /* The read-ahead thread: `ahead` is the band it decodes or decoded
-     * (into buffer[ahead_slot]), `pending` while it works on it. */
-    pthread_t thread;
-    int threaded, stop, pending, have_ahead, ahead_slot;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
+    /* The read-ahead: `ahead` is the band it decodes or decoded (into
+     * buffer[ahead_slot]). */
+    worker ahead_worker;
+    int have_ahead, ahead_slot;
     decoded ahead;
     /* The file's mapping: its pages behind the bands read are let go
      * (release_pages). */
@@ -140,25 +225,10 @@ static void decode_band(gimg_band_reader *b, int slot, decoded *d)
     }
 }
 
-static void *read_ahead(void *arg)
+static void read_ahead(void *arg)
 {
     gimg_band_reader *b = arg;
-    pthread_mutex_lock(&b->lock);
-    for (;;) {
-        while (!b->pending && !b->stop)
-            pthread_cond_wait(&b->cv, &b->lock);
-        if (b->stop)
-            break;
-        pthread_mutex_unlock(&b->lock);
-        decoded d;
-        decode_band(b, b->ahead_slot, &d);
-        pthread_mutex_lock(&b->lock);
-        b->ahead = d;
-        b->pending = 0;
-        pthread_cond_broadcast(&b->cv);
-    }
-    pthread_mutex_unlock(&b->lock);
-    return NULL;
+    decode_band(b, b->ahead_slot, &b->ahead);
 }
 
 /* Both buffers, and the thread where there is more than one band (a
@@ -171,15 +241,8 @@ static gimg_status start_reading(gimg_band_reader *b)
         if ((st = gimg_image_alloc(&b->buffer[k], b->layout.width, b->band_rows,
                                    b->layout.channels, b->layout.sample)))
             return st;
-    if (bands > 1) {
-        pthread_mutex_init(&b->lock, NULL);
-        pthread_cond_init(&b->cv, NULL);
-        b->threaded = pthread_create(&b->thread, NULL, read_ahead, b) == 0;
-        if (!b->threaded) {
-            pthread_cond_destroy(&b->cv);
-            pthread_mutex_destroy(&b->lock);
-        }
-    }
+    if (bands > 1)
+        worker_start(&b->ahead_worker, read_ahead, b);
     return GIMG_OK;
 }
 
@@ -195,14 +258,11 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
     /* The band asked for: read ahead already, or decoded now. */
     decoded d;
     int slot = 0;
-    if (b->threaded && b->have_ahead) {
-        pthread_mutex_lock(&b->lock);
-        while (b->pending)
-            pthread_cond_wait(&b->cv, &b->lock);
+    if (b->have_ahead) {
+        worker_wait(&b->ahead_worker);
         d = b->ahead;
         b->ahead.band.meta = NULL; /* d's now */
         slot = b->ahead_slot;
-        pthread_mutex_unlock(&b->lock);
         b->have_ahead = 0;
     } else {
         decode_band(b, 0, &d);
@@ -216,13 +276,10 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
         band->meta = NULL;
     }
     /* The next band, into the other buffer, while the caller works. */
-    if (b->threaded && b->decoded_rows < b->height) {
-        pthread_mutex_lock(&b->lock);
+    if (b->ahead_worker.running && b->decoded_rows < b->height) {
         b->ahead_slot = 1 - slot;
-        b->pending = 1;
         b->have_ahead = 1;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->lock);
+        worker_give(&b->ahead_worker);
     }
     /* A view into the file: what lies before it has been read; else a
      * share of the file like the rows' share of the image, less 1/16. */
@@ -254,18 +311,8 @@ void gimg_band_close(gimg_band_reader *b)
 {
     if (!b)
         return;
-    if (b->threaded) {
-        pthread_mutex_lock(&b->lock);
-        while (b->pending) /* a band the caller will not take */
-            pthread_cond_wait(&b->cv, &b->lock);
-        b->stop = 1;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->lock);
-        pthread_join(b->thread, NULL);
-        pthread_cond_destroy(&b->cv);
-        pthread_mutex_destroy(&b->lock);
-        gimg_meta_free(b->ahead.band.meta);
-    }
+    worker_stop(&b->ahead_worker); /* after a band the caller will not take */
+    gimg_meta_free(b->ahead.band.meta);
     gimg_meta_free(b->late_meta);
     b->codec->rows_close(b->rows);
     gimg_image_free(&b->buffer[0]);
@@ -291,50 +338,26 @@ struct gimg_band_writer {
     int rows_written;      /* rows handed over */
     unsigned char *buf[2]; /* rows as the file holds them */
     size_t cap[2], fill[2];
-    int slot;              /* the buffer the caller fills next */
-    pthread_t thread;
-    int threaded, pending, stop; /* pending: buf[1 - slot] is being written */
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    gimg_status write_st;  /* the thread's first failure */
+    int slot;              /* the buffer the caller fills next; the other, the
+                              worker's while it writes it */
+    worker behind;
+    gimg_status write_st;  /* the worker's first failure */
     char why[512];
 };
 
-static void *write_behind(void *arg)
+static void write_behind(void *arg)
 {
     gimg_band_writer *b = arg;
-    pthread_mutex_lock(&b->lock);
-    for (;;) {
-        while (!b->pending && !b->stop)
-            pthread_cond_wait(&b->cv, &b->lock);
-        if (!b->pending)
-            break;
-        const int k = 1 - b->slot;
-        pthread_mutex_unlock(&b->lock);
-        gimg_status st = b->write_st ? GIMG_OK : gimg_out_write(b->file, b->buf[k], b->fill[k]);
-        pthread_mutex_lock(&b->lock);
-        if (st && !b->write_st) {
-            b->write_st = st;
-            snprintf(b->why, sizeof b->why, "%s", gimg_last_error());
-        }
-        b->pending = 0;
-        pthread_cond_broadcast(&b->cv);
-    }
-    pthread_mutex_unlock(&b->lock);
-    return NULL;
+    const int k = 1 - b->slot;
+    if (!b->write_st && (b->write_st = gimg_out_write(b->file, b->buf[k], b->fill[k])))
+        snprintf(b->why, sizeof b->why, "%s", gimg_last_error());
 }
 
 /* Waits for the buffer being written; its failure, if any. */
 static gimg_status wait_written(gimg_band_writer *b)
 {
-    if (!b->threaded)
-        return GIMG_OK;
-    pthread_mutex_lock(&b->lock);
-    while (b->pending)
-        pthread_cond_wait(&b->cv, &b->lock);
-    gimg_status st = b->write_st;
-    pthread_mutex_unlock(&b->lock);
-    return st ? gimg_fail(st, "%s", b->why) : GIMG_OK;
+    worker_wait(&b->behind);
+    return b->write_st ? gimg_fail(b->write_st, "%s", b->why) : GIMG_OK;
 }
 
 gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
@@ -376,13 +399,7 @@ static gimg_status start_writing(gimg_band_writer *b, unsigned maxval)
     if ((st = gimg_pnm_header(&head, b->format, hdr, sizeof hdr, &len)) ||
         (st = gimg_out_open(b->path, &b->file)) || (st = gimg_out_write(b->file, hdr, len)))
         return st;
-    pthread_mutex_init(&b->lock, NULL);
-    pthread_cond_init(&b->cv, NULL);
-    b->threaded = pthread_create(&b->thread, NULL, write_behind, b) == 0;
-    if (!b->threaded) {
-        pthread_cond_destroy(&b->cv);
-        pthread_mutex_destroy(&b->lock);
-    }
+    worker_start(&b->behind, write_behind, b);
     return GIMG_OK;
 }
 
@@ -416,16 +433,13 @@ gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
     }
     b->fill[k] = bytes;
     b->rows_written += band->height;
-    if (!b->threaded)
+    if (!b->behind.running)
         return gimg_out_write(b->file, b->buf[k], bytes);
     /* The other buffer written, this one goes. */
     if ((st = wait_written(b)))
         return st;
-    pthread_mutex_lock(&b->lock);
     b->slot = 1 - k;
-    b->pending = 1;
-    pthread_cond_broadcast(&b->cv);
-    pthread_mutex_unlock(&b->lock);
+    worker_give(&b->behind);
     return GIMG_OK;
 }
 
@@ -434,15 +448,7 @@ gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
     if (!b)
         return GIMG_OK;
     gimg_status st = wait_written(b);
-    if (b->threaded) {
-        pthread_mutex_lock(&b->lock);
-        b->stop = 1;
-        pthread_cond_broadcast(&b->cv);
-        pthread_mutex_unlock(&b->lock);
-        pthread_join(b->thread, NULL);
-        pthread_cond_destroy(&b->cv);
-        pthread_mutex_destroy(&b->lock);
-    }
+    worker_stop(&b->behind);
     if (!st && commit && b->rows_written != b->layout.height)
         st = gimg_fail(GIMG_E_USAGE, "gimg_band_writer_close: %d of the image's %d rows were "
                                      "written", b->rows_written, b->layout.height);
