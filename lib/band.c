@@ -116,7 +116,7 @@ struct gimg_band_reader {
     void *rows;              /* the codec's row decoder */
     gimg_image buffer[2];    /* bands' rows, when the codec does not view them */
     gimg_image layout;       /* the image's layout and maxval (no data) */
-    int height, band_rows, next_row;
+    int band_rows, next_row;
     int decoded_rows;        /* rows handed to the codec so far */
     /* The read-ahead: `ahead` is the band it decodes or decoded (into
      * buffer[ahead_slot]). */
@@ -199,7 +199,6 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
     b->rows = state;
     b->layout = *header;
     b->layout.meta = NULL;
-    b->height = header->height;
     b->band_rows = rows < header->height ? rows : header->height;
     b->buf = buf;
     b->len = len;
@@ -213,7 +212,7 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
 static void decode_band(gimg_band_reader *b, int slot, decoded *d)
 {
     memset(d, 0, sizeof *d);
-    const int left = b->height - b->decoded_rows;
+    const int left = b->layout.height - b->decoded_rows;
     d->band = b->buffer[slot];
     d->band.height = left < b->band_rows ? left : b->band_rows;
     d->band.maxval = b->layout.maxval;
@@ -236,7 +235,7 @@ static void read_ahead(void *arg)
 static gimg_status start_reading(gimg_band_reader *b)
 {
     gimg_status st;
-    const int bands = (b->height + b->band_rows - 1) / b->band_rows;
+    const int bands = (b->layout.height + b->band_rows - 1) / b->band_rows;
     for (int k = 0; k < (bands > 1 ? 2 : 1); k++)
         if ((st = gimg_image_alloc(&b->buffer[k], b->layout.width, b->band_rows,
                                    b->layout.channels, b->layout.sample)))
@@ -250,7 +249,7 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
 {
     *y0 = b->next_row;
     memset(band, 0, sizeof *band);
-    if (b->next_row >= b->height)
+    if (b->next_row >= b->layout.height)
         return GIMG_OK;
     gimg_status st;
     if (!b->buffer[0].data && (st = start_reading(b)))
@@ -276,7 +275,7 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
         band->meta = NULL;
     }
     /* The next band, into the other buffer, while the caller works. */
-    if (b->ahead_worker.running && b->decoded_rows < b->height) {
+    if (b->ahead_worker.running && b->decoded_rows < b->layout.height) {
         b->ahead_slot = 1 - slot;
         b->have_ahead = 1;
         worker_give(&b->ahead_worker);
@@ -287,7 +286,7 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
     if (at >= b->buf && at < b->buf + b->len) {
         release_pages(b, at);
     } else {
-        const double share = (double)b->next_row / b->height - 1.0 / 16;
+        const double share = (double)b->next_row / b->layout.height - 1.0 / 16;
         if (share > 0)
             release_pages(b, b->buf + (size_t)(share * (double)b->len));
     }
@@ -297,7 +296,7 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
 
 int gimg_band_meta_follows(const gimg_band_reader *b)
 {
-    return b->codec->format == GIMG_FMT_PNG;
+    return b->codec->rows_meta_follows;
 }
 
 gimg_meta *gimg_band_take_meta(gimg_band_reader *b)

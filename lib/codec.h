@@ -89,6 +89,9 @@ typedef struct gimg_codec {
      * rows_close frees the state (any time, NULL too). */
     gimg_status (*rows_open)(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                              gimg_image *header, void **rows);
+    /* 1 when rows_read's last band may bring metadata the header lacked
+     * (PNG: chunks after the image data). */
+    int rows_meta_follows;
     gimg_status (*rows_read)(void *rows, gimg_image *band);
     void (*rows_close)(void *rows);
 } gimg_codec;

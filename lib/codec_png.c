@@ -2101,6 +2101,7 @@ const gimg_codec gimg_codec_png = {
             GIMG_META_TEXT,
     .maxval_rule = GIMG_MAXVAL_BITS,
     .rows_open = rows_open_png,
+    .rows_meta_follows = 1,
     .rows_read = rows_read_png,
     .rows_close = rows_close_png,
 };
