@@ -41,7 +41,8 @@ enum {
     K_LOSSLESS = -20,
     K_STRIP = -21,
     K_CODECS = -22,
-    K_BAND_ROWS = -23
+    K_BAND_ROWS = -23,
+    K_NO_SERVER = -24
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
@@ -68,6 +69,9 @@ static const gimg_cli_option k_common[] = {
                        "(libjpeg-turbo: the same output as --device cpu) (default: $GIMG_CODECS or "
                        "auto)",
      K_CODECS},
+    {"no-server", 0, NULL, "compute in this process, never in the user's GPU server, gimgd "
+                           "(as GIMG_SERVER=off does)",
+     K_NO_SERVER},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
     {"band-rows", 0, "N", NULL, K_BAND_ROWS},
     {"jobs", 'j', "N", NULL, K_JOBS},
@@ -138,6 +142,7 @@ static int common_enabled(const gimg_cli_spec *spec, int key)
         return !(spec->omit & GIMG_CLI_NO_WRITE_OPTS);
     case K_DEVICE:
     case K_CODECS:
+    case K_NO_SERVER:
         return !(spec->omit & GIMG_CLI_NO_DEVICE);
     case K_JOBS:
     case K_FILES_FROM:
@@ -310,7 +315,9 @@ static gimg_status unknown_long(const gimg_cli_spec *spec, const char *name, siz
 
 static void operand_limits(const gimg_cli_spec *spec, int *min, int *max)
 {
-    if (spec->min_operands == 0 && spec->max_operands == 0) {
+    if (spec->omit & GIMG_CLI_NO_OPERANDS) {
+        *min = *max = 0;
+    } else if (spec->min_operands == 0 && spec->max_operands == 0) {
         *min = 1;
         *max = 2;
     } else {
@@ -498,6 +505,9 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
     case K_CODECS:
         *codecs_given = 1;
         return parse_codecs(arg, name, &c->cpu_codecs);
+    case K_NO_SERVER:
+        c->no_server = 1;
+        return GIMG_OK;
     case K_MAX_PIXELS:
         /* No image can have more pixels than the side limit squared. */
         return gimg_cli_parse_u64(name, arg, 1,
@@ -702,6 +712,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
             return st;
     }
     c->device.cpu_codecs = c->cpu_codecs; /* --device, given after --codecs, reset it */
+    c->device.no_server = c->no_server;   /* and after --no-server */
     gimg_set_max_pixels(c->max_pixels);
     return GIMG_OK;
 }
@@ -710,6 +721,8 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
 
 int gimg_cli_usage_line(const gimg_cli_spec *spec, char *buf, size_t size)
 {
+    if (spec->omit & GIMG_CLI_NO_OPERANDS)
+        return snprintf(buf, size, "Usage: %s [options]", spec->tool);
     return snprintf(buf, size, "Usage: %s [options] %s", spec->tool,
                     spec->operands ? spec->operands : "INPUT [OUTPUT]");
 }

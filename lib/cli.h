@@ -85,7 +85,8 @@ typedef gimg_status (*gimg_cli_handler)(void *user, int key, const char *arg);
 enum {
     GIMG_CLI_NO_WRITE_OPTS = 1 << 0, /* -f/--format, --quality, --png-level */
     GIMG_CLI_NO_DEVICE = 1 << 1,     /* --device (and GIMG_DEVICE is not read) */
-    GIMG_CLI_NO_OUTPUT = 1 << 2      /* -o */
+    GIMG_CLI_NO_OUTPUT = 1 << 2,     /* -o */
+    GIMG_CLI_NO_OPERANDS = 1 << 3    /* no operand at all (gimgd) */
 };
 
 /* Common options a tool may add (spec.with). */
@@ -128,6 +129,7 @@ typedef struct {
     gimg_write_opts write;   /* -f, --quality, --png-level; format UNKNOWN if no -f */
     gimg_device device;      /* --device, else $GIMG_DEVICE, else auto; with --codecs */
     int cpu_codecs;          /* --codecs cpu (copied into device.cpu_codecs) */
+    int no_server;           /* --no-server (copied into device.no_server) */
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
     int band_rows;           /* GIMG_CLI_WITH_BANDS: --band-rows, else 0 (the default
                                 bands, gimg_band_rows) */

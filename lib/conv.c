@@ -36,6 +36,7 @@
  */
 #include "conv_internal.h"
 #include "ctx_internal.h"
+#include "remote.h"
 #include "alloc_internal.h"
 
 #include <limits.h>
@@ -1199,6 +1200,11 @@ gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts 
     size_t min_bytes = gimg_conv_auto_min_bytes(o, in->sample, omp_get_max_threads());
     if (in->height > GIMG_CONV_GPU_MAX_ROWS)
         min_bytes = SIZE_MAX;
+    /* A failure of the server's leaves the work here, unless the input is
+     * a JPEG only the server was to decode (the driver decodes it then). */
+    struct gimg_remote *server = gimg_ctx_server(ctx, bytes, min_bytes);
+    if (server && ((st = gimg_remote_conv(server, in, o, out)) == GIMG_OK || !in->data))
+        return st;
     if ((st = gimg_ctx_select(ctx, bytes, min_bytes, &gpu)))
         return st;
     if ((st = gimg_image_alloc(out, in->width, in->height, in->channels, in->sample)))

@@ -22,6 +22,15 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
  * -v then says so); otherwise st, for the operation to return. The CPU
  * gives the same result, so a GPU too small is never an error. */
 gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st);
+/* The server (remote.h) when an operation of work_bytes, whose break-even
+ * on the GPU is auto_min_bytes, should be sent to it; NULL: run it here.
+ * An operation the server fails runs here too (gimg_remote_conv...). */
+struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes);
+/* For gimgd: the context's backend in a few words ("gpu 0 (NVIDIA H100
+ * 80GB HBM3)", "cpu (16 threads)"), and what memory its lanes hold, a
+ * line ending in a newline. */
+void gimg_ctx_describe(gimg_ctx *ctx, char *buf, size_t size);
+void gimg_ctx_memory_text(gimg_ctx *ctx, char *buf, size_t size);
 /* GPU time detail for -v: kernel time (events) and transfer time. */
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms);
 
@@ -36,8 +45,9 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
  *    shell) on the lane's GPU: shell->device is set.
  *    Fails where the lane has no nvJPEG (-v says why) or nvJPEG refuses
  *    the file; the caller then decodes it on the CPU.
- *  - gimg_ctx_gpu_keep_outputs: while on, the lane's downloads of 8-bit
- *    gray or RGB images leave them on the GPU (their `device`).
+ *  - gimg_ctx_gpu_keep_outputs: while jpeg is not NULL (the output's
+ *    JPEG settings), the lane's downloads of 8-bit gray or RGB images
+ *    leave them on the GPU (their `device`), for its encoder.
  *  - gimg_ctx_gpu_encode_jpeg: im (on the GPU) to a JPEG bitstream without
  *    metadata, under o's quality and subsampling; *bits malloc'd.
  *  - gimg_ctx_gpu_item_done: the lane's item is done: outputs are
@@ -48,7 +58,7 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
 int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads);
 gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
                                      gimg_image *shell);
-void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep);
+void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, const gimg_write_opts *jpeg);
 gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
                                      const gimg_write_opts *o, unsigned char **bits, size_t *len);
 void gimg_ctx_gpu_item_done(gimg_ctx *ctx);

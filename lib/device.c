@@ -16,6 +16,7 @@
 #include "nvjpeg_api.h"
 #include "jpeg_internal.h"
 #include "orient_internal.h"
+#include "remote.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -69,6 +70,7 @@ typedef struct {
 struct gimg_ctx {
     gimg_device dev;
     int verbose;
+    gimg_remote *remote;            /* the user's server (remote.h), or NULL */
     pthread_mutex_t lock;           /* what the lanes share: all below */
     double t_ms[GIMG_T_COUNT];
     double gpu_kernel_ms, gpu_transfer_ms;
@@ -76,6 +78,7 @@ struct gimg_ctx {
     int ran_gpu;                    /* and how many on the GPUs */
     char why_cpu[512];              /* why auto stayed on the CPU, or fell back to it */
     int want_jpeg;                  /* the GPU codecs were asked for */
+    int jpeg_remote;                /* the server's codecs serve the job instead */
     int jpeg_gpu_decoded, jpeg_gpu_encoded, jpeg_cpu; /* for -v */
     double jpeg_decode_ms, jpeg_encode_ms; /* the lanes' time in them, for -v */
     char jpeg_cpu_why[160];         /* the last reason a JPEG went to the CPU */
@@ -172,11 +175,26 @@ double gimg_now_ms(void)
 gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out)
 {
     *out = NULL;
-    if (dev->kind == GIMG_DEV_GPU && !gimg_built_with_cuda())
-        return gimg_fail(GIMG_E_DEVICE, "no usable GPU: this build of gimg has no CUDA support");
+    gimg_remote *remote;
+    gimg_status st = gimg_remote_open(dev, &remote);
+    if (st)
+        return st;
+    /* Without CUDA here, a GPU can only be the server's. */
+    if (dev->kind == GIMG_DEV_GPU && !gimg_built_with_cuda() &&
+        !gimg_remote_prepare(remote, SIZE_MAX)) {
+        char why[600] = "";
+        if (remote)
+            snprintf(why, sizeof why, ", and gimgd does not serve (%s)", gimg_remote_why(remote));
+        gimg_remote_close(remote);
+        return gimg_fail(GIMG_E_DEVICE, "no usable GPU: this build of gimg has no CUDA support%s",
+                         why);
+    }
     gimg_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx)
+    if (!ctx) {
+        gimg_remote_close(remote);
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    ctx->remote = remote;
     ctx->dev = *dev;
     ctx->verbose = verbose;
     pthread_mutex_init(&ctx->lock, NULL);
@@ -297,6 +315,10 @@ static gimg_status lane_gpu(gimg_ctx *ctx, gpu_slot **slot, gimg_gpu **g)
 
 void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
 {
+    /* A server that serves this job has the GPU: CUDA never starts here
+     * (unless the server fails it, and the operations come back). */
+    if (gimg_remote_prepare(ctx->remote, work_bytes))
+        return;
 #ifdef GIMG_HAVE_CUDA
     if (ctx->dev.kind == GIMG_DEV_GPU ||
         (ctx->dev.kind == GIMG_DEV_AUTO && work_bytes >= gimg_auto_gpu_min_bytes))
@@ -309,6 +331,8 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
 
 int gimg_ctx_lanes(gimg_ctx *ctx)
 {
+    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_prepare(ctx->remote, SIZE_MAX))
+        return gimg_remote_lanes(ctx->remote);
     if (ctx->dev.kind == GIMG_DEV_CPU || !gimg_built_with_cuda())
         return 1;
 #ifdef GIMG_HAVE_CUDA
@@ -373,9 +397,27 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
 #else
     (void)work_bytes;
     (void)auto_min_bytes;
-    ran_on_cpu(ctx, "built without CUDA");
+    /* Only a server could have given --device gpu a GPU (gimg_ctx_open):
+     * what it does not do, or did not do, runs on the CPU here. */
+    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_was_up(ctx->remote))
+        ran_on_cpu(ctx, "built without CUDA, and %s",
+                   gimg_remote_up(ctx->remote) ? "not an operation of the server's"
+                                               : "the server failed");
+    else
+        ran_on_cpu(ctx, "built without CUDA");
 #endif
     return GIMG_OK;
+}
+
+struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes)
+{
+    /* An input the GPU codecs left on this process's GPU stays here; one
+     * still a bitstream for the server goes there, whatever its size. */
+    if (t_input_on_gpu ||
+        (!gimg_remote_has_jpeg_input() &&
+         !gimg_remote_wanted(ctx->remote, work_bytes, auto_min_bytes)))
+        return NULL;
+    return ctx->remote;
 }
 
 gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
@@ -412,9 +454,14 @@ int gimg_auto_gpu_codecs(double megapixels, int threads)
 
 int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads)
 {
-#ifdef GIMG_HAVE_CUDA
     if (ctx->dev.cpu_codecs)
         return 0;
+    /* A server that serves the job takes JPEGs as they are (its codecs). */
+    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_prepare(ctx->remote, SIZE_MAX)) {
+        ctx->jpeg_remote = 1;
+        return 1;
+    }
+#ifdef GIMG_HAVE_CUDA
     if (ctx->dev.kind == GIMG_DEV_GPU) {
         ctx->want_jpeg = 1;
     } else if (ctx->dev.kind == GIMG_DEV_AUTO && jpeg_megapixels > 0) {
@@ -444,8 +491,9 @@ void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why)
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* The GPU codecs of this process (CUDA builds): a lane's nvJPEG. */
 #ifdef GIMG_HAVE_CUDA
-gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+static gimg_status local_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
                                      gimg_image *shell)
 {
     gpu_slot *slot;
@@ -469,7 +517,7 @@ gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, s
     return GIMG_OK;
 }
 
-void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep)
+static void local_keep_outputs(gimg_ctx *ctx, int keep)
 {
     gpu_slot *slot;
     gimg_gpu *g;
@@ -479,14 +527,7 @@ void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep)
         gimg_gpu_keep_outputs(g, keep && g->jpeg);
 }
 
-void gimg_ctx_gpu_item_done(gimg_ctx *ctx)
-{
-    t_input_on_gpu = 0;
-    if (ctx->want_jpeg)
-        gimg_ctx_gpu_keep_outputs(ctx, 0);
-}
-
-gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+static gimg_status local_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
                                      const gimg_write_opts *o, unsigned char **bits, size_t *len)
 {
     gpu_slot *slot;
@@ -505,22 +546,60 @@ gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
     return GIMG_OK;
 }
 #else
-gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+static gimg_status local_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
                                      gimg_image *shell)
 {
     return gimg_fail(GIMG_E_DEVICE, "built without CUDA");
 }
 
-void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, int keep) {}
+static void local_keep_outputs(gimg_ctx *ctx, int keep) {}
 
-void gimg_ctx_gpu_item_done(gimg_ctx *ctx) {}
-
-gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+static gimg_status local_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
                                      const gimg_write_opts *o, unsigned char **bits, size_t *len)
 {
     return gimg_fail(GIMG_E_DEVICE, "built without CUDA");
 }
 #endif
+
+/* With the server's codecs (jpeg_remote), a JPEG stays a bitstream here:
+ * the lane's operation sends it to gimgd, which decodes it (nvJPEG where
+ * it can), and an output asked for as a JPEG comes back encoded. */
+gimg_status gimg_ctx_gpu_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
+                                     gimg_image *shell)
+{
+    if (!ctx->jpeg_remote)
+        return local_decode_jpeg(ctx, bits, len, shell);
+    if (!gimg_remote_up(ctx->remote))
+        return gimg_fail(GIMG_E_DEVICE, "the server: %s", gimg_remote_why(ctx->remote));
+    gimg_remote_jpeg_input(bits, len);
+    shell->device = gimg_remote_image;
+    return GIMG_OK;
+}
+
+void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, const gimg_write_opts *jpeg)
+{
+    if (ctx->jpeg_remote)
+        gimg_remote_jpeg_output(jpeg);
+    else
+        local_keep_outputs(ctx, jpeg != NULL);
+}
+
+void gimg_ctx_gpu_item_done(gimg_ctx *ctx)
+{
+    t_input_on_gpu = 0;
+    if (ctx->jpeg_remote)
+        gimg_remote_jpeg_done();
+    else if (ctx->want_jpeg)
+        local_keep_outputs(ctx, 0);
+}
+
+gimg_status gimg_ctx_gpu_encode_jpeg(gimg_ctx *ctx, const gimg_image *im,
+                                     const gimg_write_opts *o, unsigned char **bits, size_t *len)
+{
+    if (im->device == gimg_remote_image)
+        return gimg_remote_take_jpeg(bits, len);
+    return local_encode_jpeg(ctx, im, o, bits, len);
+}
 
 void gimg_ctx_close(gimg_ctx *ctx)
 {
@@ -534,6 +613,7 @@ void gimg_ctx_close(gimg_ctx *ctx)
             gimg_gpu_close(ctx->gpu[i].lane[l]);
     pthread_cond_destroy(&ctx->changed);
 #endif
+    gimg_remote_close(ctx->remote);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
@@ -605,7 +685,8 @@ void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
         fputc('\n', f);
     }
 #endif
-    if (ctx->ran_cpu || !ctx->ran_gpu)
+    gimg_remote_report(ctx->remote, f, tool);
+    if (ctx->ran_cpu || (!ctx->ran_gpu && !gimg_remote_served(ctx->remote)))
         fprintf(f, "%s: backend: cpu (%d threads)%s%s%s\n", tool, omp_get_max_threads(),
                 ctx->why_cpu[0] ? " (" : "", ctx->why_cpu, ctx->why_cpu[0] ? ")" : "");
     report_codecs(ctx, f, tool);
@@ -617,4 +698,46 @@ void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
                 ctx->gpu_kernel_ms, ctx->gpu_transfer_ms, ctx->startup_ms,
                 ctx->want_jpeg ? " (CUDA and nvJPEG)" : " (CUDA)");
 #endif
+}
+
+void gimg_ctx_describe(gimg_ctx *ctx, char *buf, size_t size)
+{
+#ifdef GIMG_HAVE_CUDA
+    if (ctx->dev.kind != GIMG_DEV_CPU) {
+        pthread_mutex_lock(&ctx->lock);
+        int done = ctx->done;
+        pthread_mutex_unlock(&ctx->lock);
+        if (!done) {
+            snprintf(buf, size, "gpu, starting");
+        } else if (ctx->init_status) {
+            snprintf(buf, size, "gpu, failed: %s", ctx->init_error);
+        } else if (ctx->n_gpus == 1) {
+            snprintf(buf, size, "gpu %d (%s)", ctx->gpu[0].index, ctx->gpu[0].lane[0]->name);
+        } else {
+            snprintf(buf, size, "%d gpus (%s, ...)", ctx->n_gpus, ctx->gpu[0].lane[0]->name);
+        }
+        return;
+    }
+#endif
+    snprintf(buf, size, "cpu (%d threads)", omp_get_max_threads());
+}
+
+void gimg_ctx_memory_text(gimg_ctx *ctx, char *buf, size_t size)
+{
+    size_t device_bytes = 0, pinned_bytes = 0;
+#ifdef GIMG_HAVE_CUDA
+    pthread_mutex_lock(&ctx->lock);
+    int done = ctx->done;
+    pthread_mutex_unlock(&ctx->lock);
+    for (int i = 0; done && i < ctx->n_gpus; i++)
+        for (int l = 0; l < ctx->gpu[i].n_lanes; l++) {
+            const gimg_gpu *g = ctx->gpu[i].lane[l];
+            for (int k = 0; g && k < GIMG_GPU_SLOTS; k++) {
+                device_bytes += g->d_cap[k];
+                pinned_bytes += g->h_stage_cap[k];
+            }
+        }
+#endif
+    snprintf(buf, size, "memory held: %.1f MB on the GPUs, %.1f MB of pinned staging\n",
+             device_bytes / 1e6, pinned_bytes / 1e6);
 }

@@ -399,7 +399,7 @@ static gimg_status transform_item(job *j, item *it)
     }
     if (!st) {
         gpu_codecs_used = it->in.device != NULL;
-        gimg_ctx_gpu_keep_outputs(j->ctx, gpu_encode);
+        gimg_ctx_gpu_keep_outputs(j->ctx, gpu_encode ? w : NULL);
         st = d->transform(d->user, j->ctx, &it->in, out);
         if (!st && out->device) {
             gpu_codecs_used = 1;

@@ -13,6 +13,7 @@
 #include "gimg_hist.h"
 #include "cli.h"
 #include "ctx_internal.h"
+#include "remote.h"
 #include "hist_internal.h"
 
 #include <math.h>
@@ -555,6 +556,9 @@ gimg_status gimg_hist_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_hi
     struct gimg_gpu *gpu;
     size_t bytes = (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
     memset(out, 0, sizeof *out);
+    struct gimg_remote *server = gimg_ctx_server(ctx, bytes, GIMG_HIST_GPU_MIN_BYTES);
+    if (server && gimg_remote_hist(server, im, p, out) == GIMG_OK)
+        return GIMG_OK;
     gimg_status st = gimg_ctx_select(ctx, bytes, GIMG_HIST_GPU_MIN_BYTES, &gpu);
     if (st)
         return st;

@@ -19,6 +19,7 @@
 #include "gimg.h"
 #include "ctx_internal.h"
 #include "orient_internal.h"
+#include "remote.h"
 
 #include <string.h>
 
@@ -283,8 +284,22 @@ gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, 
 {
     struct gimg_gpu *gpu;
     size_t bytes = (size_t)in->height * (size_t)in->width * gimg_pixel_bytes(in);
-    gimg_status st = gimg_ctx_select(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES, &gpu);
-    if (st)
+    /* The server is sent the symmetry itself: auto's comes from the
+     * metadata, which stays here (and an identity is a copy). */
+    gimg_orient_op symmetry = op;
+    struct gimg_remote *server = NULL;
+    if (op != GIMG_ORIENT_AUTO ||
+        gimg_orient_from_exif(in->meta ? in->meta->orientation : 0, &symmetry))
+        server = gimg_ctx_server(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES);
+    gimg_status st;
+    if (server && (st = gimg_remote_orient(server, in, symmetry, out)) == GIMG_OK) {
+        if ((st = carry_over(in, op, out)))
+            gimg_image_free(out);
+        return st;
+    }
+    if (server && !in->data) /* a JPEG only the server was to decode */
+        return st;
+    if ((st = gimg_ctx_select(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES, &gpu)))
         return st;
     if ((st = gimg_orient_alloc_output(in, op, out)))
         return st;

@@ -16,6 +16,7 @@
 #include "gimg_stats.h"
 #include "gimg_hist.h"
 #include "ctx_internal.h"
+#include "remote.h"
 #include "hist_internal.h"
 #include "stats_internal.h"
 
@@ -889,6 +890,9 @@ static gimg_status stats_common(gimg_ctx *ctx, const gimg_image *im, const gimg_
     struct gimg_gpu *gpu = NULL;
     if (!reference) {
         size_t bytes = (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
+        struct gimg_remote *server = gimg_ctx_server(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES);
+        if (server && gimg_remote_stats(server, im, o, out) == GIMG_OK)
+            return GIMG_OK;
         if ((st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu)))
             return st;
     }

@@ -11,7 +11,8 @@
  * run-length and colour-mapped; HDR flat and run-length; PNM plain and raw
  * of every kind, odd maxvals, PAM of every TUPLTYPE, PFM of both byte
  * orders), DIR/pnm (the netpbm ones, and a stream of two images),
- * DIR/cli (argument vectors) and DIR/parse (the strings of parsers.h);
+ * DIR/cli (argument vectors), DIR/parse (the strings of parsers.h) and
+ * DIR/wire (gimgd's requests, one per operation);
  * and DIR/hostile, files every tool must refuse quickly: headers claiming
  * huge, over-long or empty images with next to no data (also seeds of
  * DIR/decode, so that the fuzzer starts from the limits too).
@@ -22,6 +23,7 @@
 #include "gimg.h"
 #include "parsers.h"
 #include "testimg.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <gif_lib.h>
@@ -894,6 +896,95 @@ static void parse_seeds(int index, const char *name, const char *seeds)
     }
 }
 
+/* DIR/wire: gimgd's requests (fuzz_wire): a header, then the memory
+ * file's bytes (options, then pixels at the next page), one per operation. */
+static void wire_request(const char *name, uint32_t op, const void *opts, size_t opts_len, int w,
+                         int h, int c, gimg_sample s)
+{
+    gimg_wire_request q = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION, .op = op,
+                           .options_bytes = (uint32_t)opts_len};
+    q.image.width = (uint32_t)w;
+    q.image.height = (uint32_t)h;
+    q.image.channels = (uint32_t)c;
+    q.image.sample = (uint32_t)s;
+    int overflow = 0;
+    q.pixels_offset = gimg_wire_align(opts_len, &overflow);
+    size_t pixels = (size_t)w * h * c * s;
+    buf b = {0};
+    add(&b, &q, sizeof q);
+    add(&b, opts, opts_len);
+    for (size_t i = opts_len; i < q.pixels_offset + pixels; i++)
+        add_u8(&b, (unsigned)(i * 37 + i / 7));
+    put("wire", name, b.p, b.len);
+    free(b.p);
+}
+
+static void wire_jpeg_request(const char *name, const void *opts, size_t opts_len,
+                              const unsigned char *jpeg, size_t jpeg_len, int w, int h)
+{
+    gimg_wire_request q = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION,
+                           .op = GIMG_WIRE_ORIENT, .options_bytes = (uint32_t)opts_len,
+                           .input = GIMG_WIRE_JPEG, .input_bytes = jpeg_len, .jpeg_out = 1,
+                           .jpeg_quality = 90};
+    q.image.width = (uint32_t)w;
+    q.image.height = (uint32_t)h;
+    q.image.channels = 3;
+    q.image.sample = GIMG_U8;
+    int overflow = 0;
+    q.pixels_offset = gimg_wire_align(opts_len, &overflow);
+    buf b = {0};
+    add(&b, &q, sizeof q);
+    add(&b, opts, opts_len);
+    for (size_t i = opts_len; i < q.pixels_offset; i++)
+        add_u8(&b, 0);
+    add(&b, jpeg, jpeg_len);
+    put("wire", name, b.p, b.len);
+    free(b.p);
+}
+
+static void wire_files(void)
+{
+    gimg_kernel k[2];
+    gimg_kernel_parse("gaussian:1", 0, 1, &k[0]);
+    gimg_kernel_parse("1 2 3; 4 5 6", 0, 1, &k[1]);
+    gimg_conv_opts o;
+    gimg_conv_opts_init(&o);
+    o.kernels = k;
+    o.n_kernels = 2;
+    size_t n = gimg_wire_conv_bytes(&o);
+    unsigned char *blob = malloc(n);
+    gimg_wire_put_conv(&o, blob);
+    wire_request("conv-rgb8", GIMG_WIRE_CONV, blob, n, 9, 7, 3, GIMG_U8);
+    wire_request("conv-ga16", GIMG_WIRE_CONV, blob, n, 5, 6, 2, GIMG_U16);
+    free(blob);
+    gimg_kernel_free(&k[0]);
+    gimg_kernel_free(&k[1]);
+    /* A JPEG input: the file in place of the pixels. */
+    gimg_image im;
+    unsigned char *jpeg = NULL;
+    size_t jpeg_len = 0;
+    if (gimg_image_alloc(&im, 12, 9, 3, GIMG_U8) == GIMG_OK) {
+        testimg_fill_random(&im, 5);
+        gimg_write_opts w;
+        gimg_write_opts_init(&w);
+        gimg_encode(&im, GIMG_FMT_JPEG, &w, &jpeg, &jpeg_len);
+        gimg_image_free(&im);
+    }
+    if (jpeg) {
+        uint32_t flop = GIMG_ORIENT_FLOP;
+        wire_jpeg_request("orient-jpeg", &flop, sizeof flop, jpeg, jpeg_len, 12, 9);
+        free(jpeg);
+    }
+    uint32_t op = GIMG_ORIENT_ROT90;
+    wire_request("orient-rgba-float", GIMG_WIRE_ORIENT, &op, sizeof op, 4, 3, 4, GIMG_F32);
+    gimg_stats_opts so = {.order = 1, .n_percentiles = 1};
+    so.percentiles[0].millionths = 250000;
+    strcpy(so.percentiles[0].name, "25");
+    wire_request("stats-gray8", GIMG_WIRE_STATS, &so, sizeof so, 8, 8, 1, GIMG_U8);
+    gimg_hist_params hp = {.bins = 16, .lo = 0, .hi = 256, .luma = 1};
+    wire_request("hist-rgb8", GIMG_WIRE_HIST, &hp, sizeof hp, 6, 5, 3, GIMG_U8);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -922,6 +1013,7 @@ int main(int argc, char **argv)
     gif_files();
     cli_files();
     exif_files();
+    wire_files();
     int index = 0;
     FUZZ_PARSERS(SEED_FILES)
     return g_failed;
