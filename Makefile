@@ -120,7 +120,7 @@ $(BUILD)/config: FORCE | $(BUILD)/dirs
 	@echo '$(CONFIG)' | cmp -s - $@ || echo '$(CONFIG)' > $@
 FORCE:
 
-.PHONY: all test test-gpu test-valgrind fuzz fuzz-smoke bench bench-batch bench-cpu tune demo install clean check-man FORCE
+.PHONY: bench-server all test test-gpu test-valgrind fuzz fuzz-smoke bench bench-batch bench-cpu tune demo install clean check-man FORCE
 all: $(addprefix $(BIN)/,$(TOOLS)) $(BUILD)/libgimg.a
 	@echo "gimg: built $(TOOLS) in $(BIN)/ — backend: $(BACKEND)"
 
@@ -216,6 +216,11 @@ bench: all $(BENCH_BINS)
 # 16 MP; the GPU part needs one).
 bench-batch: all $(BUILD)/tests/gen
 	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/batch.sh
+
+# Whole commands with gimgd warm against the CPU and the tool's own GPU
+# context: one JPEG, a pipe of three tools, samples/Makefile (needs a GPU).
+bench-server: all $(BUILD)/tests/gen
+	@BUILD=$(BUILD) BIN=$(BIN) tests/bench/server.sh
 
 # The CPU against libvips on this machine, whole commands: the codecs
 # (cpu_codecs.sh) and each tool (cpu_g*.sh); needs vips, skipped without.

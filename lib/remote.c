@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -372,21 +373,83 @@ static gimg_status went_down(gimg_remote *r, gimg_status st)
     return st;
 }
 
-/* A reply, its memory file mapped privately (map NULL: none came). */
+/* A reply, its memory file mapped privately (map NULL: none came); for a
+ * request through a buffer of the server's, that buffer (buf) and the
+ * connection, held until the output is read (release gives them back). */
 typedef struct {
     gimg_wire_reply reply;
     unsigned char *map;
     size_t map_bytes;
+    unsigned char *buf;
+    size_t buf_bytes;
+    int sock;
     double t0_ms;
 } answer;
 
+static void release(answer *a)
+{
+    if (a->map)
+        munmap(a->map, a->map_bytes);
+    if (a->buf)
+        munmap(a->buf, a->buf_bytes);
+    if (a->sock >= 0)
+        close(a->sock);
+    a->map = a->buf = NULL;
+    a->sock = -1;
+}
+
+/* Images from this size on go through a buffer of the server's: below it,
+ * a memory file of the request's own costs less than the round trip. */
+#define BUFFERED_BYTES ((size_t)1 << 20)
+
+/* BUFFER on a new connection (a->sock): a buffer of the server's of at
+ * least `bytes`, mapped for writing at a->buf. */
+static gimg_status borrow_buffer(gimg_remote *r, size_t bytes, answer *a)
+{
+    if ((a->sock = connect_server()) < 0)
+        return GIMG_E_IO;
+    gimg_wire_request b = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION,
+                           .op = GIMG_WIRE_BUFFER, .input_bytes = bytes};
+    gimg_wire_reply y;
+    int fd = -1;
+    gimg_status st = gimg_wire_send(a->sock, &b, sizeof b, -1);
+    if (!st)
+        st = gimg_wire_recv(a->sock, &y, sizeof y, &fd, r->timeout_ms);
+    if (!st && (y.magic != GIMG_WIRE_MAGIC || y.version != GIMG_WIRE_VERSION))
+        st = gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
+    else if (!st && y.status != GIMG_OK)
+        st = gimg_fail((gimg_status)y.status, "the server: %.*s", (int)sizeof y.message,
+                       y.message);
+    else if (!st && (fd < 0 || y.result_bytes < bytes || y.result_bytes > SIZE_MAX))
+        st = gimg_fail(GIMG_E_FORMAT, "a buffer that is not one");
+    struct stat fs;
+    int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
+    if (!st && (fstat(fd, &fs) != 0 || (uint64_t)fs.st_size < y.result_bytes || seals < 0 ||
+                !(seals & F_SEAL_SHRINK)))
+        st = gimg_fail(GIMG_E_FORMAT, "a buffer that may shrink under its mapping");
+    if (!st) {
+        void *p = mmap(NULL, (size_t)y.result_bytes, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (p == MAP_FAILED)
+            st = gimg_fail(GIMG_E_NOMEM, "mapping the server's buffer: %s", strerror(errno));
+        else {
+            a->buf = p;
+            a->buf_bytes = (size_t)y.result_bytes;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 /* op with options[0 .. options_bytes) and in's pixels: *a holds the
- * reply, whose result and output pixels lie inside its file. On failure
- * nothing is held (and the server is down for the job). */
+ * reply, whose result and output pixels lie inside its file or buffer. On
+ * failure nothing is held (and the server is down for the job). */
 static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, size_t options_bytes,
                        const gimg_image *in, answer *a)
 {
     memset(a, 0, sizeof *a);
+    a->sock = -1;
     a->t0_ms = gimg_now_ms();
     gimg_wire_request q = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION, .op = op,
                            .options_bytes = (uint32_t)options_bytes};
@@ -417,51 +480,73 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         return went_down(r, gimg_fail(GIMG_E_LIMIT, "a request too large for the server"));
     const size_t bytes = q.pixels_offset + pixel_bytes;
     unsigned char *map;
-    int fd = gimg_wire_memfd("gimg-request", bytes, &map);
-    if (fd < 0)
-        return went_down(r, GIMG_E_NOMEM);
-    memcpy(map, options, options_bytes);
-    if (jpeg_in)
-        memcpy(map + q.pixels_offset, t_jpeg.bits, t_jpeg.len);
-    else
-        gimg_wire_pack(in, map + q.pixels_offset);
-    st = gimg_wire_seal(fd, map, bytes);
-    int reply_fd = -1;
-    if (!st)
-        st = exchange(&q, fd, r->timeout_ms, &a->reply, &reply_fd);
-    close(fd);
-    if (st)
+    int fd = -1, reply_fd = -1;
+    if (!jpeg_in && bytes >= BUFFERED_BYTES) {
+        if ((st = borrow_buffer(r, bytes, a))) {
+            release(a);
+            return went_down(r, st);
+        }
+        q.input = GIMG_WIRE_BUFFERED;
+        memcpy(a->buf, options, options_bytes);
+        gimg_wire_pack(in, a->buf + q.pixels_offset);
+        if (!(st = gimg_wire_send(a->sock, &q, sizeof q, -1)))
+            st = gimg_wire_recv(a->sock, &a->reply, sizeof a->reply, &reply_fd, r->timeout_ms);
+        if (!st && (a->reply.magic != GIMG_WIRE_MAGIC || a->reply.version != GIMG_WIRE_VERSION))
+            st = gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
+    } else {
+        if ((fd = gimg_wire_memfd("gimg-request", bytes, &map)) < 0)
+            return went_down(r, GIMG_E_NOMEM);
+        memcpy(map, options, options_bytes);
+        if (jpeg_in)
+            memcpy(map + q.pixels_offset, t_jpeg.bits, t_jpeg.len);
+        else
+            gimg_wire_pack(in, map + q.pixels_offset);
+        st = gimg_wire_seal(fd, map, bytes);
+        if (!st)
+            st = exchange(&q, fd, r->timeout_ms, &a->reply, &reply_fd);
+        close(fd);
+    }
+    if (st) {
+        if (reply_fd >= 0)
+            close(reply_fd);
+        release(a);
         return went_down(r, st);
-    const gimg_wire_reply *y = &a->reply;
+    }
+    gimg_wire_reply *y = &a->reply;
+    y->backend[sizeof y->backend - 1] = '\0';
+    y->message[sizeof y->message - 1] = '\0';
     size_t out_bytes = 0;
+    const int in_buffer = y->in_buffer == 1;
     if (y->status != GIMG_OK)
         st = gimg_fail((gimg_status)y->status, "the server: %s", y->message);
-    else if (reply_fd < 0)
+    else if (y->in_buffer > 1 || (in_buffer && (!a->buf || !y->image.width || y->jpeg ||
+                                               y->result_bytes || reply_fd >= 0)))
+        st = gimg_fail(GIMG_E_FORMAT, "an output in a buffer it has not");
+    else if (!in_buffer && reply_fd < 0)
         st = gimg_fail(GIMG_E_FORMAT, "a reply without its data");
     else if (y->image.width && (st = gimg_wire_image_check(&y->image, &out_bytes)))
         ;
     else if (y->jpeg > 1 || (y->jpeg && !q.jpeg_out))
         st = gimg_fail(GIMG_E_FORMAT, "a JPEG that was not asked for");
-    else if (y->result_bytes > SIZE_MAX ||
-             (y->image.width && !y->jpeg &&
-              (y->pixels_offset % 4096 || y->pixels_offset < y->result_bytes ||
-               out_bytes > SIZE_MAX - y->pixels_offset)))
+    else if (in_buffer ? (y->pixels_offset > a->buf_bytes ||
+                          out_bytes > a->buf_bytes - (size_t)y->pixels_offset)
+                       : (y->result_bytes > SIZE_MAX ||
+                          (y->image.width && !y->jpeg &&
+                           (y->pixels_offset % 4096 || y->pixels_offset < y->result_bytes ||
+                            out_bytes > SIZE_MAX - y->pixels_offset))))
         st = gimg_fail(GIMG_E_FORMAT, "a reply whose data lies outside its file");
-    if (!st)
+    if (!st && !in_buffer)
         st = gimg_wire_map(reply_fd, y->image.width && !y->jpeg
                                          ? (size_t)y->pixels_offset + out_bytes
                                          : (size_t)y->result_bytes,
                            1, &a->map, &a->map_bytes);
     if (reply_fd >= 0)
         close(reply_fd);
-    return st ? went_down(r, st) : GIMG_OK;
-}
-
-static void release(answer *a)
-{
-    if (a->map)
-        munmap(a->map, a->map_bytes);
-    a->map = NULL;
+    if (st) {
+        release(a);
+        return went_down(r, st);
+    }
+    return GIMG_OK;
 }
 
 /* The operation came back whole. */
@@ -485,6 +570,19 @@ static gimg_status image_answer(gimg_remote *r, answer *a, gimg_image *out)
         release(a);
         return went_down(r, gimg_fail(GIMG_E_FORMAT, "a reply without its image"));
     }
+    if (a->reply.in_buffer) {
+        /* Copied out of the server's buffer, which it reuses once we let go. */
+        gimg_image view;
+        gimg_wire_view(&a->reply.image, a->buf + a->reply.pixels_offset, &view);
+        gimg_status st = gimg_image_alloc(out, view.width, view.height, view.channels,
+                                          view.sample);
+        if (!st) {
+            memcpy(out->data, view.data, view.stride_bytes * (size_t)view.height);
+            out->maxval = view.maxval;
+        }
+        release(a);
+        return st ? went_down(r, st) : served(r, a);
+    }
     if (a->reply.jpeg) {
         free(t_jpeg.out);
         t_jpeg.out_len = (size_t)a->reply.result_bytes;
@@ -504,6 +602,8 @@ static gimg_status image_answer(gimg_remote *r, answer *a, gimg_image *out)
     gimg_wire_view(&a->reply.image, a->map + a->reply.pixels_offset, out);
     out->mapping = a->map;
     out->mapping_bytes = a->map_bytes;
+    a->map = NULL; /* out's now; the rest (a buffer the output did not fit) goes back */
+    release(a);
     return served(r, a);
 }
 

@@ -23,11 +23,23 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A client has this long to send its request once connected. */
+/* A client has this long to send its request once connected, and to let
+ * go of a buffer once answered. */
 #define REQUEST_WAIT_MS 10000
+#define BUFFER_HOLD_MS 120000
+/* The pool's free buffers are trimmed to this many bytes. */
+#define POOL_FREE_BYTES ((size_t)2 << 30)
 /* Connections served at once; more wait in the socket's backlog. */
 #define MAX_CONNECTIONS 256
 #define MAX_LANES 1024
+
+/* A buffer of the pool: a memory file the server keeps mapped. */
+typedef struct pool_buf {
+    int fd;
+    unsigned char *map;
+    size_t bytes;
+    struct pool_buf *next;
+} pool_buf;
 
 typedef struct {
     const gimg_serve_opts *o;
@@ -43,6 +55,8 @@ typedef struct {
     double start_ms;
     uint64_t settings;          /* gimg_wire_settings() of this process at the start */
     long served, failed, refused;
+    pool_buf *free_bufs;        /* the buffers no connection holds */
+    size_t pool_bytes;          /* all buffers' bytes, held or not */
 } server;
 
 typedef struct {
@@ -102,6 +116,88 @@ static void give_lane(server *s, int lane)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* --------------------------------------------------------------- buffers */
+
+static void drop_buffer(pool_buf *b)
+{
+    munmap(b->map, b->bytes);
+    close(b->fd);
+    free(b);
+}
+
+/* A buffer of at least `need` bytes: the smallest free one that is not
+ * more than twice as large, else a new one (2 MiB multiples, its pages
+ * allocated now, once). NULL, with the reason recorded, on failure. */
+static pool_buf *take_buffer(server *s, size_t need)
+{
+    pthread_mutex_lock(&s->lock);
+    pool_buf **best = NULL;
+    for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
+        if ((*p)->bytes >= need && (*p)->bytes / 2 <= need && (!best || (*p)->bytes < (*best)->bytes))
+            best = p;
+    pool_buf *b = NULL;
+    if (best) {
+        b = *best;
+        *best = b->next;
+        b->next = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (b)
+        return b;
+    const size_t unit = (size_t)2 << 20;
+    if (need > SIZE_MAX - unit) {
+        gimg_fail(GIMG_E_LIMIT, "a buffer of %zu bytes", need);
+        return NULL;
+    }
+    size_t bytes = (need + unit - 1) / unit * unit;
+    if (!(b = calloc(1, sizeof *b))) {
+        gimg_fail(GIMG_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    b->bytes = bytes;
+    b->fd = memfd_create("gimgd-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *map = MAP_FAILED;
+    if (b->fd >= 0 && ftruncate(b->fd, (off_t)bytes) == 0 &&
+        fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd, 0);
+    if (map == MAP_FAILED) {
+        gimg_fail(GIMG_E_NOMEM, "a buffer of %zu bytes: %s", bytes, strerror(errno));
+        if (b->fd >= 0)
+            close(b->fd);
+        free(b);
+        return NULL;
+    }
+    b->map = map;
+    pthread_mutex_lock(&s->lock);
+    s->pool_bytes += bytes;
+    pthread_mutex_unlock(&s->lock);
+    return b;
+}
+
+/* Back to the pool; the free ones beyond POOL_FREE_BYTES are let go,
+ * largest first. */
+static void give_buffer(server *s, pool_buf *b)
+{
+    pthread_mutex_lock(&s->lock);
+    b->next = s->free_bufs;
+    s->free_bufs = b;
+    size_t free_bytes = 0;
+    for (pool_buf *p = s->free_bufs; p; p = p->next)
+        free_bytes += p->bytes;
+    while (free_bytes > POOL_FREE_BYTES) {
+        pool_buf **largest = &s->free_bufs;
+        for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
+            if ((*p)->bytes > (*largest)->bytes)
+                largest = p;
+        pool_buf *gone = *largest;
+        *largest = gone->next;
+        free_bytes -= gone->bytes;
+        s->pool_bytes -= gone->bytes;
+        drop_buffer(gone);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 /* ------------------------------------------------------------- requests */
 
 static void reply_init(gimg_wire_reply *r)
@@ -134,6 +230,14 @@ static void status_text(server *s, char *buf, size_t size)
     }
     size_t used = strlen(buf);
     gimg_ctx_memory_text(s->ctx, buf + used, size - used);
+    pthread_mutex_lock(&s->lock);
+    int n_free = 0;
+    for (pool_buf *b = s->free_bufs; b; b = b->next)
+        n_free++;
+    used = strlen(buf);
+    snprintf(buf + used, size - used, "buffers: %.1f MB (%d free)\n", s->pool_bytes / 1e6,
+             n_free);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* What a request computed: an image, or a result's bytes (malloc'd). */
@@ -237,18 +341,24 @@ static gimg_status run_jpeg(server *s, const gimg_wire_request *q, gimg_wire_opt
     return st;
 }
 
-/* The image request q (its file fd) computed into *out. */
-static gimg_status compute(server *s, const gimg_wire_request *q, int fd, outcome *out)
+/* The image request q computed into *out: its file is the connection's
+ * buffer, or the memory file fd (mapped here). */
+static gimg_status compute(server *s, const gimg_wire_request *q, int fd, const pool_buf *buf,
+                           outcome *out)
 {
     size_t file_bytes;
     gimg_status st = gimg_wire_check_request(q, &file_bytes);
     if (st)
         return st;
-    if (fd < 0)
+    if ((q->input == GIMG_WIRE_BUFFERED) != (buf != NULL))
+        return gimg_fail(GIMG_E_FORMAT, "a request whose input is not where it says");
+    if (!buf && fd < 0)
         return gimg_fail(GIMG_E_FORMAT, "a request without its image");
-    unsigned char *map;
-    size_t map_bytes;
-    if ((st = gimg_wire_map(fd, file_bytes, 0, &map, &map_bytes)))
+    if (buf && file_bytes > buf->bytes)
+        return gimg_fail(GIMG_E_FORMAT, "a request larger than its buffer");
+    unsigned char *map = buf ? buf->map : NULL;
+    size_t map_bytes = 0;
+    if (!buf && (st = gimg_wire_map(fd, file_bytes, 0, &map, &map_bytes)))
         return st;
     gimg_wire_options o;
     if (!(st = gimg_wire_get_options(q, map, &o))) {
@@ -264,8 +374,66 @@ static gimg_status compute(server *s, const gimg_wire_request *q, int fd, outcom
         give_lane(s, lane);
         gimg_wire_free_options(q, &o);
     }
-    munmap(map, map_bytes);
+    if (!buf)
+        munmap(map, map_bytes);
     return st;
+}
+
+/* An image output into the connection's buffer, where the input's pixels
+ * were; 0 when it does not fit there (it then goes in a memory file). */
+static int reply_in_buffer(const outcome *out, const gimg_wire_request *q, pool_buf *buf,
+                           gimg_wire_reply *r)
+{
+    const gimg_image *im = &out->image;
+    if (!buf || !im->data || out->result_bytes)
+        return 0;
+    size_t bytes = (size_t)im->width * gimg_pixel_bytes(im) * (size_t)im->height;
+    if (q->pixels_offset > buf->bytes || bytes > buf->bytes - q->pixels_offset)
+        return 0;
+    gimg_wire_pack(im, buf->map + q->pixels_offset);
+    gimg_wire_image_of(im, &r->image);
+    r->pixels_offset = q->pixels_offset;
+    r->in_buffer = 1;
+    return 1;
+}
+
+/* BUFFER: a buffer of the pool for this connection, sent to the client;
+ * *buf NULL on failure (the reply says why). */
+static gimg_status lend_buffer(server *s, int sock, const gimg_wire_request *q, pool_buf **buf)
+{
+    *buf = NULL;
+    gimg_wire_reply r;
+    reply_init(&r);
+    /* The most a request may need: its options, and pixels of 4 float
+     * channels at the pixel limit. */
+    gimg_status st = GIMG_OK;
+    if (q->input_bytes == 0 || q->input_bytes > GIMG_WIRE_MAX_OPTIONS_BYTES + 4096 +
+                                                    gimg_max_pixels() * 16)
+        st = gimg_fail(GIMG_E_LIMIT, "a buffer of %llu bytes", (unsigned long long)q->input_bytes);
+    else if (!(*buf = take_buffer(s, (size_t)q->input_bytes)))
+        st = GIMG_E_NOMEM;
+    if (st) {
+        r.status = st;
+        snprintf(r.message, sizeof r.message, "%s", gimg_last_error());
+        gimg_wire_send(sock, &r, sizeof r, -1);
+        return st;
+    }
+    r.result_bytes = (*buf)->bytes;
+    if ((st = gimg_wire_send(sock, &r, sizeof r, (*buf)->fd))) {
+        give_buffer(s, *buf);
+        *buf = NULL;
+    }
+    return st;
+}
+
+/* Waits (BUFFER_HOLD_MS at most) until the client closes the connection:
+ * until then it may read its output from the buffer. */
+static void wait_for_close(int sock)
+{
+    char c;
+    struct pollfd p = {.fd = sock, .events = POLLIN};
+    while (poll(&p, 1, BUFFER_HOLD_MS) == 1 && recv(sock, &c, 1, MSG_DONTWAIT) > 0)
+        ;
 }
 
 /* The outcome in a sealed memory file, for the reply: the result at 0,
@@ -340,6 +508,19 @@ static void serve_connection(server *s, int sock)
     if (!st && (q.magic != GIMG_WIRE_MAGIC || q.version != GIMG_WIRE_VERSION))
         st = gimg_fail(GIMG_E_FORMAT, "a request of another version of gimg (%u; this server "
                        "speaks %u)", q.version, GIMG_WIRE_VERSION);
+    /* A buffer first, then the request itself. */
+    pool_buf *buf = NULL;
+    if (!st && q.op == GIMG_WIRE_BUFFER) {
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        if (lend_buffer(s, sock, &q, &buf))
+            return;
+        st = gimg_wire_recv(sock, &q, sizeof q, &fd, REQUEST_WAIT_MS);
+        if (!st && (q.magic != GIMG_WIRE_MAGIC || q.version != GIMG_WIRE_VERSION ||
+                    q.op < GIMG_WIRE_CONV || q.op > GIMG_WIRE_HIST))
+            st = gimg_fail(GIMG_E_FORMAT, "a buffer not followed by an image request");
+    }
     if (st) {
         if (fd >= 0)
             close(fd);
@@ -351,6 +532,8 @@ static void serve_connection(server *s, int sock)
         r.status = st;
         snprintf(r.message, sizeof r.message, "%s", gimg_last_error());
         gimg_wire_send(sock, &r, sizeof r, -1);
+        if (buf)
+            give_buffer(s, buf);
         return;
     }
     gimg_ctx_describe(s->ctx, r.backend, sizeof r.backend);
@@ -371,8 +554,8 @@ static void serve_connection(server *s, int sock)
         log_line(s, "stopping, as pid %ld asked", peer.pid);
         break;
     default: /* an image request; compute refuses any other */
-        st = compute(s, &q, fd, &out);
-        if (!st && (out_fd = reply_file(&out, &r)) < 0)
+        st = compute(s, &q, fd, buf, &out);
+        if (!st && !reply_in_buffer(&out, &q, buf, &r) && (out_fd = reply_file(&out, &r)) < 0)
             st = GIMG_E_NOMEM;
     }
     if (fd >= 0)
@@ -387,6 +570,10 @@ static void serve_connection(server *s, int sock)
     gimg_status sent = gimg_wire_send(sock, &r, sizeof r, out_fd);
     if (out_fd >= 0)
         close(out_fd);
+    if (buf) {
+        wait_for_close(sock);
+        give_buffer(s, buf);
+    }
     if (q.op >= GIMG_WIRE_CONV) {
         pthread_mutex_lock(&s->lock);
         if (st || sent)
@@ -560,6 +747,11 @@ gimg_status gimg_serve(const gimg_serve_opts *o)
     while (s.connections > 0)
         pthread_cond_wait(&s.changed, &s.lock);
     pthread_mutex_unlock(&s.lock);
+    while (s.free_bufs) {
+        pool_buf *b = s.free_bufs;
+        s.free_bufs = b->next;
+        drop_buffer(b);
+    }
     log_line(&s, "served %ld request%s (%ld failed, %ld refused)", s.served,
              s.served == 1 ? "" : "s", s.failed, s.refused);
     gimg_ctx_close(s.ctx);

@@ -487,7 +487,8 @@ gimg_status gimg_wire_check_request(const gimg_wire_request *q, size_t *file_byt
             q->input_bytes > GIMG_WIRE_MAX_JPEG_BYTES)
             return gimg_fail(GIMG_E_FORMAT, "a JPEG input out of range");
         pixel_bytes = (size_t)q->input_bytes;
-    } else if (q->input != GIMG_WIRE_PIXELS || q->input_bytes != 0) {
+    } else if ((q->input != GIMG_WIRE_PIXELS && q->input != GIMG_WIRE_BUFFERED) ||
+               q->input_bytes != 0) {
         return gimg_fail(GIMG_E_FORMAT, "an input of unknown kind %u", q->input);
     }
     if (q->jpeg_out > 1 || (q->jpeg_out && (!transform || q->jpeg_quality < 1 ||

@@ -3,9 +3,9 @@
 # tools' CLI suites forced onto the GPU, and compute-sanitizer over every
 # kernel. Exit 77 (skipped) when there is no CUDA GPU or the build has no CUDA.
 #
-# Every tool invocation pays CUDA's start-up here, so the CLI suites and the
-# sanitizer runs (independent of each other) run in parallel; the unit tests
-# and the man-page checks never touch the GPU and are left to `make test`.
+# The CLI suites and the sanitizer runs (independent of each other) run in
+# parallel; the unit tests and the man-page checks never touch the GPU and
+# are left to `make test`.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,7 +18,14 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 nvidia-smi -L
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+# The CLI suites' --device gpu goes through gimgd (gimgd(1)), which the
+# first tool starts: a server of this run's own, in a private runtime
+# folder, stopped at the end. TEST_GPU_SERVER=off runs them in the tools'
+# own CUDA contexts instead.
+export XDG_RUNTIME_DIR=$logs/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+[ "${TEST_GPU_SERVER:-on}" = off ] && export GIMG_SERVER=off
+trap '"$BIN"/gimgd --stop >/dev/null 2>&1; rm -rf "$logs"' EXIT
 
 # TEST_GPU_PARTS picks parts (default all): diff (the differential tests),
 # san (compute-sanitizer over them), cli (the CLI suites on the GPU), so

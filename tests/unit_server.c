@@ -333,6 +333,7 @@ static const layout k_layouts[] = {
     {37, 23, 3, GIMG_U8, 0},     {1, 1, 1, GIMG_U8, 0},    {19, 31, 1, GIMG_U16, 1000},
     {64, 17, 4, GIMG_U8, 0},     {13, 29, 2, GIMG_U16, 0}, {23, 11, 4, GIMG_F32, 0},
     {300, 7, 3, GIMG_U8, 200},
+    {700, 600, 3, GIMG_U8, 0},   /* over 1 MiB: through a buffer of the server's */
 };
 
 static int make_image(const layout *l, uint64_t seed, gimg_image *im)
@@ -567,8 +568,15 @@ static void test_malformed_requests(void)
             "truncated");
     /* JPEG inputs and outputs. */
     b = q;
-    b.input = 2;
-    refused("an input of kind 2", &b, sizeof b, good, -1, GIMG_E_FORMAT, "unknown kind");
+    b.input = 3;
+    refused("an input of kind 3", &b, sizeof b, good, -1, GIMG_E_FORMAT, "unknown kind");
+    b.input = GIMG_WIRE_BUFFERED;
+    refused("an input in a buffer never lent", &b, sizeof b, good, -1, GIMG_E_FORMAT,
+            "not where it says");
+    b = q;
+    b.op = GIMG_WIRE_BUFFER;
+    b.input_bytes = (uint64_t)1 << 62;
+    refused("a buffer of 2^62 bytes", &b, sizeof b, -1, -1, GIMG_E_LIMIT, "buffer");
     b = q;
     b.input = GIMG_WIRE_JPEG;
     b.input_bytes = 0;
@@ -620,6 +628,40 @@ static void test_malformed_requests(void)
     close(good);
     close(unsealed);
     close(small);
+}
+
+/* A buffer lent must be followed by an image request that uses it; the
+ * buffer is reused by the next request of its size. */
+static void test_buffer_misuse(void)
+{
+    if (!g_server_up)
+        SKIP("the server did not start");
+    int s = connect_raw();
+    CHECK(s >= 0, "connect");
+    if (s < 0)
+        return;
+    gimg_wire_request b = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION,
+                           .op = GIMG_WIRE_BUFFER, .input_bytes = 5000};
+    gimg_wire_reply r;
+    int fd = -1;
+    CHECK(gimg_wire_send(s, &b, sizeof b, -1) == GIMG_OK &&
+              gimg_wire_recv(s, &r, sizeof r, &fd, 5000) == GIMG_OK && r.status == GIMG_OK &&
+              fd >= 0 && r.result_bytes >= 5000,
+          "no buffer lent: %s", r.message);
+    int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : 0;
+    CHECK((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) == (F_SEAL_SHRINK | F_SEAL_GROW),
+          "a buffer the client could shrink under the server");
+    CHECK(fd < 0 || ftruncate(fd, 0) != 0, "the buffer was shrunk");
+    if (fd >= 0)
+        close(fd);
+    gimg_wire_request ping = {.magic = GIMG_WIRE_MAGIC, .version = GIMG_WIRE_VERSION,
+                              .op = GIMG_WIRE_PING};
+    CHECK(gimg_wire_send(s, &ping, sizeof ping, -1) == GIMG_OK &&
+              gimg_wire_recv(s, &r, sizeof r, &fd, 5000) == GIMG_OK &&
+              r.status == GIMG_E_FORMAT && strstr(r.message, "not followed"),
+          "a ping after a buffer: status %d (%s)", r.status, r.message);
+    close(s);
+    CHECK(ping_ok(), "the server does not answer since");
 }
 
 /* A client that connects and says nothing holds up no one. */
@@ -897,6 +939,7 @@ int main(void)
     RUN(test_strided_input);
     RUN(test_jpeg_input);
     RUN(test_malformed_requests);
+    RUN(test_buffer_misuse);
     RUN(test_stalled_client);
     RUN(test_concurrent_clients);
     RUN(test_bad_answers);
