@@ -247,6 +247,7 @@ typedef struct {
     size_t result_bytes;
     int jpeg;                /* result is the output, a JPEG of layout's layout */
     gimg_wire_image layout;
+    double decode_ms, op_ms, encode_ms; /* for the log (-v) */
 } outcome;
 
 /* A gimg_hist and its counts as the reply's result. */
@@ -310,14 +311,20 @@ static gimg_status run_jpeg(server *s, const gimg_wire_request *q, gimg_wire_opt
     gimg_write_opts_init(&w);
     w.quality = (int)q->jpeg_quality;
     w.jpeg_subsampling = (gimg_subsampling)q->jpeg_subsampling;
+    double t0 = gimg_now_ms();
     int on_gpu = !facts.gpu_refusal &&
                  gimg_ctx_gpu_decode_jpeg(s->ctx, bits, (size_t)q->input_bytes, &in) == GIMG_OK;
+    double t1 = gimg_now_ms();
+    out->decode_ms = t1 - t0;
     if (on_gpu) {
         gimg_ctx_gpu_keep_outputs(s->ctx, q->jpeg_out ? &w : NULL);
         st = run_op(s, q, o, &in, out);
+        double t2 = gimg_now_ms();
+        out->op_ms = t2 - t1;
         if (!st && out->image.device) {
             st = gimg_ctx_gpu_encode_jpeg(s->ctx, &out->image, &w, &out->result,
                                           &out->result_bytes);
+            out->encode_ms = gimg_now_ms() - t2;
             out->jpeg = !st;
             gimg_wire_image_of(&out->image, &out->layout);
             out->image.device = NULL;
@@ -584,8 +591,10 @@ static void serve_connection(server *s, int sock)
         if (st)
             log_line(s, "request from pid %ld failed: %s", peer.pid, r.message);
         else if (s->o->log_requests)
-            log_line(s, "%s %ux%ux%u for pid %ld: %.2f ms", op_name(q.op), q.image.width,
-                     q.image.height, q.image.channels, peer.pid, r.server_ms);
+            log_line(s, "%s %ux%ux%u%s for pid %ld: %.2f ms (JPEG decode %.2f, operation %.2f, "
+                     "JPEG encode %.2f)", op_name(q.op), q.image.width, q.image.height,
+                     q.image.channels, q.input == GIMG_WIRE_JPEG ? " (a JPEG)" : "", peer.pid,
+                     r.server_ms, out.decode_ms, out.op_ms, out.encode_ms);
     }
 }
 

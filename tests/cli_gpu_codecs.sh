@@ -11,6 +11,10 @@
 # GIMG_CODECS=cpu like every suite: each command here names its codecs.
 TOOL=gconv
 . "$(dirname "$0")/cli_lib.sh"
+# The tools' own CUDA context is what this suite tests (its -v lines, its
+# memory): never the server's (tests/cli_server.sh, and tests/bench/server.sh
+# for the server's GPU against the tools' own).
+export GIMG_SERVER=off
 TRANSPOSE=$BIN/gtranspose
 GSTATS=$BIN/gstats
 

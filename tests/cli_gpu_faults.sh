@@ -7,6 +7,10 @@
 # One block per tool; BIN and BUILD as in cli_lib.sh.
 TOOL=gtranspose
 . "$(dirname "$0")/cli_lib.sh"
+# The tools' own CUDA context is what this suite tests (its -v lines, its
+# memory): never the server's (tests/cli_server.sh, and tests/bench/server.sh
+# for the server's GPU against the tools' own).
+export GIMG_SERVER=off
 
 if "$PROG" --version | grep -q 'not built in'; then
     skip gpu-faults "this build has no CUDA support"

@@ -64,14 +64,14 @@ photo 4096 4096 1 "$tmp/4k.jpg" && photo 1024 1024 2 "$tmp/1mp.jpg" &&
 echo "== validation"
 # same_as_own IN EXT TOOL ARGS...: the server's output is the tool's own GPU path's.
 same_as_own() {
-    local in=$tmp/$1 ext=$2 tool=$3
+    local name=$1 in=$tmp/$1 ext=$2 tool=$3
     shift 3
     if "$BIN/$tool" "$@" --device gpu --no-server "$in" "$tmp/own.$ext" &&
         "$BIN/$tool" -v "$@" --device gpu "$in" "$tmp/srv.$ext" 2>"$tmp/v.txt" &&
         cmp -s "$tmp/own.$ext" "$tmp/srv.$ext" && grep -q "server: gimgd served" "$tmp/v.txt"; then
-        echo "PASS: $tool $* on $1: the server's output is the tool's own GPU's"
+        echo "PASS: $tool $* on $name: the server's output is the tool's own GPU's"
     else
-        echo "FAIL: $tool $* on $1: $(grep -E 'server' "$tmp/v.txt")"
+        echo "FAIL: $tool $* on $name: $(grep -E 'server' "$tmp/v.txt")"
         failed=1
     fi
 }
