@@ -83,7 +83,7 @@ static int stop_server(void)
     if (gimg_remote_call(GIMG_WIRE_STOP, 5000, &r))
         return 0;
     char lock_path[4096];
-    if (gimg_wire_path("gimgd.lock", lock_path, sizeof lock_path))
+    if (gimg_wire_path("gimgd.lock", 0, lock_path, sizeof lock_path))
         return 0;
     int fd = open(lock_path, O_RDONLY | O_CLOEXEC);
     for (int i = 0; fd >= 0 && i < 1000; i++) {
@@ -103,7 +103,7 @@ static int take_lock(long *other)
 {
     char path[4096];
     *other = 0;
-    if (gimg_wire_path("gimgd.lock", path, sizeof path))
+    if (gimg_wire_path("gimgd.lock", 1, path, sizeof path))
         return -2;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
@@ -135,7 +135,7 @@ static gimg_status write_pid(int fd)
 static int detach(gimg_serve_opts *o)
 {
     char log_path[4096];
-    gimg_status st = gimg_wire_path("gimgd.log", log_path, sizeof log_path);
+    gimg_status st = gimg_wire_path("gimgd.log", 1, log_path, sizeof log_path);
     if (st)
         return gimg_cli_error(TOOL, NULL, st);
     int ready[2];

@@ -367,6 +367,11 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
                             struct gimg_gpu **gpu)
 {
     *gpu = NULL;
+    /* An input still a JPEG for the server has no pixels here: an
+     * operation the server does not do fails, and the driver decodes the
+     * input here and runs it again (as for the GPU codecs' failures). */
+    if (gimg_remote_has_jpeg_input())
+        return gimg_fail(GIMG_E_DEVICE, "not an operation for the server");
     if (ctx->dev.kind == GIMG_DEV_CPU) {
         ran_on_cpu(ctx, NULL);
         return GIMG_OK;

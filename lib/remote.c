@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +18,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
-/* How long a fresh server may take to answer its first ping: exec, the
- * folder, the socket; CUDA starts after, behind the requests. */
-#define START_WAIT_MS 3000
 /* A ping is answered at once by a server that is not hung. */
 #define PING_TIMEOUT_MS 2000
 #define DEFAULT_TIMEOUT_S 120.0
@@ -145,10 +140,14 @@ static _Thread_local int t_no_server;
 /* A connection to the server's socket, or -1 (the reason recorded). */
 static int connect_server(void)
 {
-    t_no_server = 0;
     char path[4096];
-    if (gimg_wire_path("gimgd.sock", path, sizeof path))
+    /* No folder yet: no server has run (a client does not make it). */
+    errno = 0;
+    if (gimg_wire_path("gimgd.sock", 0, path, sizeof path)) {
+        t_no_server = errno == ENOENT;
         return -1;
+    }
+    t_no_server = 0;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof a.sun_path) {
         gimg_fail(GIMG_E_IO, "%s: name too long for a socket", path);

@@ -646,7 +646,7 @@ static void spawn_connection(server *s, int sock)
 
 static int listen_socket(server *s)
 {
-    if (gimg_wire_path("gimgd.sock", s->socket_path, sizeof s->socket_path))
+    if (gimg_wire_path("gimgd.sock", 1, s->socket_path, sizeof s->socket_path))
         return -1;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (strlen(s->socket_path) >= sizeof a.sun_path) {

@@ -18,7 +18,7 @@
 
 /* --------------------------------------------------------------- places */
 
-gimg_status gimg_wire_dir(char *dir, size_t size)
+gimg_status gimg_wire_dir(char *dir, size_t size, int create)
 {
     const char *runtime = getenv("XDG_RUNTIME_DIR");
     int n;
@@ -28,12 +28,16 @@ gimg_status gimg_wire_dir(char *dir, size_t size)
         n = snprintf(dir, size, "/tmp/gimg-%ld", (long)geteuid());
     if (n < 0 || (size_t)n >= size)
         return gimg_fail(GIMG_E_IO, "the server's folder: name too long");
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    if (create && mkdir(dir, 0700) != 0 && errno != EEXIST)
         return gimg_fail(GIMG_E_IO, "%s: %s", dir, strerror(errno));
     /* lstat: a link planted in /tmp by someone else is not our folder. */
     struct stat s;
-    if (lstat(dir, &s) != 0)
-        return gimg_fail(GIMG_E_IO, "%s: %s", dir, strerror(errno));
+    if (lstat(dir, &s) != 0) {
+        int e = errno; /* ENOENT: no server has made it; the caller may look */
+        gimg_fail(GIMG_E_IO, "%s: %s", dir, strerror(e));
+        errno = e;
+        return GIMG_E_IO;
+    }
     if (!S_ISDIR(s.st_mode) || s.st_uid != geteuid())
         return gimg_fail(GIMG_E_IO, "%s: not a folder of this user's", dir);
     if (s.st_mode & 077)
@@ -42,10 +46,10 @@ gimg_status gimg_wire_dir(char *dir, size_t size)
     return GIMG_OK;
 }
 
-gimg_status gimg_wire_path(const char *name, char *path, size_t size)
+gimg_status gimg_wire_path(const char *name, int create, char *path, size_t size)
 {
     char dir[4096];
-    gimg_status st = gimg_wire_dir(dir, sizeof dir);
+    gimg_status st = gimg_wire_dir(dir, sizeof dir, create);
     if (st)
         return st;
     int n = snprintf(path, size, "%s/%s", dir, name);

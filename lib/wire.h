@@ -112,12 +112,14 @@ typedef struct {
     char message[1024];      /* the error, or STATUS's text */
 } gimg_wire_reply;
 
-/* The server's folder (made 0700 when missing), in dir[size]; fails with
- * GIMG_E_IO naming the folder when it cannot be made, or is not a folder
- * of this user's closed to others. The socket, lock and log paths are the
- * folder's with their names (gimg_wire_path). */
-gimg_status gimg_wire_dir(char *dir, size_t size);
-gimg_status gimg_wire_path(const char *name, char *path, size_t size);
+/* The server's folder in dir[size] (made 0700 when missing and create is
+ * 1; the server's side makes it, a client only looks); fails with
+ * GIMG_E_IO naming the folder when it is missing (and not to be made) or
+ * cannot be made, or is not a folder of this user's closed to others. The
+ * socket, lock and log paths are the folder's with their names
+ * (gimg_wire_path). */
+gimg_status gimg_wire_dir(char *dir, size_t size, int create);
+gimg_status gimg_wire_path(const char *name, int create, char *path, size_t size);
 
 /* A fingerprint of what, besides the request, changes how a server
  * computes: gimg's version, the environment variables that GPU work reads

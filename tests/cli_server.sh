@@ -139,6 +139,9 @@ if command -v exiftool >/dev/null 2>&1; then
         cmp -s cpu.jpg srv.jpg || why+=" --op auto differs"
     why+=$(served)
     [ "$(exiftool -s -s -s -n -Orientation srv.jpg)" = 1 ] || why+=" orientation not reset"
+    # Upright already: nothing for the server to turn; the tool copies it.
+    "$GT" --op auto --device cpu photo.jpg cpu.jpg && "$GT" --op auto --device gpu photo.jpg srv.jpg &&
+        cmp -s cpu.jpg srv.jpg || why+=" --op auto of an upright JPEG differs"
     result metadata-auto-orientation "$why"
 else
     skip metadata-auto-orientation "exiftool is not installed"

@@ -95,7 +95,7 @@ static gimg_remote *open_remote(void)
 static int connect_raw(void)
 {
     char path[4096];
-    if (gimg_wire_path("gimgd.sock", path, sizeof path))
+    if (gimg_wire_path("gimgd.sock", 0, path, sizeof path))
         return -1;
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     if (snprintf(a.sun_path, sizeof a.sun_path, "%s", path) >= (int)sizeof a.sun_path)
@@ -801,7 +801,7 @@ static void test_bad_answers(void)
     setenv("XDG_RUNTIME_DIR", dir, 1);
     setenv("GIMG_SERVER_TIMEOUT", "1", 1);
     char path[4096];
-    CHECK(gimg_wire_path("gimgd.sock", path, sizeof path) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(gimg_wire_path("gimgd.sock", 1, path, sizeof path) == GIMG_OK, "%s", gimg_last_error());
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     CHECK(snprintf(a.sun_path, sizeof a.sun_path, "%s", path) < (int)sizeof a.sun_path, "long");
     fake_server f = {socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), 0};
@@ -851,19 +851,20 @@ static void test_folder_must_be_private(void)
     snprintf(base, sizeof base, "%s/priv", g_runtime);
     mkdir(base, 0700);
     setenv("XDG_RUNTIME_DIR", base, 1);
-    CHECK(gimg_wire_dir(dir, sizeof dir) == GIMG_OK, "%s", gimg_last_error());
+    CHECK(gimg_wire_dir(dir, sizeof dir, 0) == GIMG_E_IO, "a client made the folder");
+    CHECK(gimg_wire_dir(dir, sizeof dir, 1) == GIMG_OK, "%s", gimg_last_error());
     struct stat s;
     CHECK(stat(dir, &s) == 0 && (s.st_mode & 0777) == 0700, "made with mode %03o",
           (unsigned)(s.st_mode & 0777));
     chmod(dir, 0755);
-    CHECK(gimg_wire_dir(dir, sizeof dir) == GIMG_E_IO && strstr(gimg_last_error(), "open to"),
+    CHECK(gimg_wire_dir(dir, sizeof dir, 1) == GIMG_E_IO && strstr(gimg_last_error(), "open to"),
           "a folder open to others was taken");
     rmdir(dir);
     char target[4096];
     snprintf(target, sizeof target, "%s/elsewhere", base);
     mkdir(target, 0700);
     CHECK(symlink(target, dir) == 0, "symlink");
-    CHECK(gimg_wire_dir(dir, sizeof dir) == GIMG_E_IO, "a link was taken for the folder");
+    CHECK(gimg_wire_dir(dir, sizeof dir, 1) == GIMG_E_IO, "a link was taken for the folder");
     unlink(dir);
     rmdir(target);
     setenv("XDG_RUNTIME_DIR", g_runtime, 1);
