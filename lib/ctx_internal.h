@@ -31,8 +31,10 @@ struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t aut
  * line ending in a newline. */
 void gimg_ctx_describe(gimg_ctx *ctx, char *buf, size_t size);
 void gimg_ctx_memory_text(gimg_ctx *ctx, char *buf, size_t size);
-/* GPU time detail for -v: kernel time (events) and transfer time. */
+/* GPU time detail for -v: kernel time (events) and transfer time. The
+ * calling thread's share since its last take (gimgd's log per request). */
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms);
+void gimg_ctx_take_thread_gpu_times(double *kernel_ms, double *transfer_ms);
 
 /* The GPU codecs (gpu_jpeg.h), for the batch (driver.c), on the calling
  * thread's lane. Without CUDA they are never asked and never ready.

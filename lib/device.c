@@ -628,8 +628,20 @@ void gimg_ctx_add_time(gimg_ctx *ctx, gimg_timer t, double ms)
     ctx->t_ms[t] += ms;
 }
 
+/* The calling thread's share of them, for gimgd's log of each request. */
+static _Thread_local double t_kernel_ms, t_transfer_ms;
+
+void gimg_ctx_take_thread_gpu_times(double *kernel_ms, double *transfer_ms)
+{
+    *kernel_ms = t_kernel_ms;
+    *transfer_ms = t_transfer_ms;
+    t_kernel_ms = t_transfer_ms = 0;
+}
+
 void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
 {
+    t_kernel_ms += kernel_ms;
+    t_transfer_ms += transfer_ms;
     pthread_mutex_lock(&ctx->lock);
     ctx->gpu_kernel_ms += kernel_ms;
     ctx->gpu_transfer_ms += transfer_ms;

@@ -248,6 +248,7 @@ typedef struct {
     int jpeg;                /* result is the output, a JPEG of layout's layout */
     gimg_wire_image layout;
     double decode_ms, op_ms, encode_ms; /* for the log (-v) */
+    double kernel_ms, transfer_ms;      /* the operation's GPU kernels and copies */
 } outcome;
 
 /* A gimg_hist and its counts as the reply's result. */
@@ -371,6 +372,8 @@ static gimg_status compute(server *s, const gimg_wire_request *q, int fd, const 
     if (!(st = gimg_wire_get_options(q, map, &o))) {
         int lane = take_lane(s);
         gimg_ctx_bind_lane(lane);
+        double unused_ms;
+        gimg_ctx_take_thread_gpu_times(&unused_ms, &unused_ms);
         if (q->input == GIMG_WIRE_JPEG) {
             st = run_jpeg(s, q, &o, map + q->pixels_offset, out);
         } else {
@@ -378,6 +381,7 @@ static gimg_status compute(server *s, const gimg_wire_request *q, int fd, const 
             gimg_wire_view(&q->image, map + q->pixels_offset, &in);
             st = run_op(s, q, &o, &in, out);
         }
+        gimg_ctx_take_thread_gpu_times(&out->kernel_ms, &out->transfer_ms);
         give_lane(s, lane);
         gimg_wire_free_options(q, &o);
     }
@@ -591,10 +595,11 @@ static void serve_connection(server *s, int sock)
         if (st)
             log_line(s, "request from pid %ld failed: %s", peer.pid, r.message);
         else if (s->o->log_requests)
-            log_line(s, "%s %ux%ux%u%s for pid %ld: %.2f ms (JPEG decode %.2f, operation %.2f, "
-                     "JPEG encode %.2f)", op_name(q.op), q.image.width, q.image.height,
-                     q.image.channels, q.input == GIMG_WIRE_JPEG ? " (a JPEG)" : "", peer.pid,
-                     r.server_ms, out.decode_ms, out.op_ms, out.encode_ms);
+            log_line(s, "%s %ux%ux%u%s for pid %ld: %.2f ms (JPEG decode %.2f, operation %.2f: "
+                     "GPU kernels %.2f and copies %.2f; JPEG encode %.2f)", op_name(q.op),
+                     q.image.width, q.image.height, q.image.channels,
+                     q.input == GIMG_WIRE_JPEG ? " (a JPEG)" : "", peer.pid, r.server_ms,
+                     out.decode_ms, out.op_ms, out.kernel_ms, out.transfer_ms, out.encode_ms);
     }
 }
 
