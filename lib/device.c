@@ -478,6 +478,16 @@ int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads)
                  "threads; the GPU's: %.1f s with their start-up)",
                  ctx->want_jpeg ? "the GPU's codecs" : "the CPU's codecs", jpeg_megapixels,
                  cpu_ms / 1e3, threads, gpu_ms / 1e3);
+        /* The start-up paid for a server leaves it warm for the jobs after. */
+        if (ctx->want_jpeg && gimg_remote_wanted(ctx->remote, 1, 0)) {
+            ctx->want_jpeg = 0;
+            ctx->jpeg_remote = 1;
+            snprintf(ctx->jpeg_auto, sizeof ctx->jpeg_auto,
+                     "--device auto: the server's codecs for about %.0f MP of JPEG (the CPU's: "
+                     "%.1f s on %d threads; the GPU's: %.1f s with their start-up)",
+                     jpeg_megapixels, cpu_ms / 1e3, threads, gpu_ms / 1e3);
+            return 1;
+        }
         if (ctx->want_jpeg)
             start_init(ctx);
     }

@@ -284,12 +284,15 @@ static gimg_status ping(gimg_remote *r)
     return GIMG_OK;
 }
 
-/* May this job start a server? A build without CUDA starts one only where
- * GIMGD_DEVICE says which device it serves with (tests: cpu). */
+/* May this job start a server? --device gpu's first look, and auto's once
+ * an operation (or the batch's JPEGs) would pay for CUDA's start-up: a
+ * server costs the same to start, and the jobs after find it warm. A
+ * build without CUDA starts one only where GIMGD_DEVICE says which device
+ * it serves with (tests: cpu). */
 static int may_start(const gimg_remote *r)
 {
     const char *dev = getenv("GIMGD_DEVICE");
-    return r->kind == GIMG_DEV_GPU && (gimg_built_with_cuda() || (dev && *dev));
+    return gimg_built_with_cuda() || (dev && *dev);
 }
 
 /* The first look for the server, once per job (starting it where this

@@ -11,8 +11,10 @@
  *    else on PATH; a build without CUDA starts one only where GIMGD_DEVICE
  *    says which device it serves with, for tests), and CUDA is then never
  *    started in the tool.
- *  - --device auto: a server already running serves the operations at or
- *    above their break-even size; none is started.
+ *  - --device auto: the operations at or above their break-even size
+ *    (which counts CUDA's start-up), and a batch of JPEGs that pays for
+ *    the GPU's codecs, go to the server, started if none runs (the same
+ *    start-up, paid once for the jobs after).
  * Whatever goes wrong with the server (none, refused, died, no answer
  * within GIMG_SERVER_TIMEOUT seconds, default 120, a malformed answer) is
  * recorded for -v, the server is left alone for the rest of the job, and

@@ -8,7 +8,8 @@
 #    the four tools, several layouts and formats, metadata kept (an EXIF
 #    orientation resolved by the tool for --op auto), a batch, and a pipe
 #    of three tools that ends (the server holds none of its pipes);
-#  - start on demand; sixteen clients at once;
+#  - start on demand (--device gpu; auto for a job that pays for it);
+#    sixteen clients at once;
 #  - --no-server and GIMG_SERVER=off bypass it; a server started with
 #    other settings (GIMG_GPU_MEM_LIMIT), or of another build, is not used;
 #  - faults cost only time: a request past GIMG_SERVER_TIMEOUT and a
@@ -184,6 +185,21 @@ for i in $(seq 16); do
     cmp -s want.ppm "c$i.ppm" || why+=" client $i: $(head -c 100 "c$i.err")"
 done
 result sixteen-clients "$why"
+
+# --device auto starts the server for a job that pays for the start-up (a
+# 31x31 dense kernel over 4.5 MB, on one CPU thread: the break-even grows
+# with the threads), not for a small one.
+why=""
+"$GD" --stop
+"$GEN" --seed 8 1500 1000 3 8 big.ppm || why="gen failed"
+OMP_NUM_THREADS=1 "$GC" -j 1 -v -k box:1 --device auto rgb8.ppm small.ppm 2>v.txt || why+=" small: exit $?"
+grep -q "server:" v.txt && why+=" small: $(grep server: v.txt)"
+[ -S "$DIR/gimgd.sock" ] && why+=" a server started for a small job"
+OMP_NUM_THREADS=1 "$GC" -j 1 -v -k "$DENSE" --device auto big.ppm big-auto.ppm 2>v.txt ||
+    why+=" big: exit $?"
+grep -q "server: gimgd, started for this job, served 1 operation" v.txt || why+=" big: $(grep -E 'server|backend' v.txt)"
+"$GC" -k "$DENSE" --device cpu big.ppm big-cpu.ppm && cmp -s big-cpu.ppm big-auto.ppm || why+=" output differs"
+result auto-starts-for-large-job "$why"
 
 # ------------------------------------------------------------- bypass
 for how in --no-server GIMG_SERVER=off; do
