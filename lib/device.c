@@ -331,7 +331,9 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
 
 int gimg_ctx_lanes(gimg_ctx *ctx)
 {
-    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_prepare(ctx->remote, SIZE_MAX))
+    /* A job the server serves (auto's: with its codecs) has its lanes. */
+    if ((ctx->dev.kind == GIMG_DEV_GPU || ctx->jpeg_remote) &&
+        gimg_remote_prepare(ctx->remote, SIZE_MAX))
         return gimg_remote_lanes(ctx->remote);
     if (ctx->dev.kind == GIMG_DEV_CPU || !gimg_built_with_cuda())
         return 1;

@@ -30,6 +30,11 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 export GIMGD_DEVICE=cpu
 unset GIMG_SERVER GIMG_SERVER_TIMEOUT GIMG_GPU_MEM_LIMIT GIMG_DEVICE GIMGD
 DIR=$XDG_RUNTIME_DIR/gimg
+# The slow request's image grows with the cores, so that it takes a while
+# however many compute it: 1024 rows per two cores.
+cores=$(nproc 2>/dev/null || echo 2)
+SLOW_ROWS=$((cores < 2 ? 1024 : cores / 2 * 1024))
+[ "$SLOW_ROWS" -gt 16384 ] && SLOW_ROWS=16384
 # Whatever happens, no server of this test outlives it.
 trap '"$GD" --stop >/dev/null 2>&1; rm -rf "$T"' EXIT
 
@@ -49,12 +54,12 @@ wait_gone() {
     "$GEN" --seed 4 33 29 3 32 rgbf.pfm &&
     "$GEN" --seed 5 -f png 61 47 4 8 rgba8.png &&
     "$GEN" --seed 6 -f jpg 80 60 3 8 photo.jpg &&
-    "$GEN" --seed 7 1024 1024 3 8 slow.ppm ||
+    "$GEN" --seed 7 1024 "$SLOW_ROWS" 3 8 slow.ppm ||
     { fail setup "gen failed"; exit 1; }
 INPUTS="rgb8.ppm gray16.pgm rgba16.pam rgbf.pfm rgba8.png photo.jpg"
 # A request that takes the CPU server a while (two seconds on two cores):
-# twenty dense 31x31 kernels over a megapixel. The faults below strike
-# once the server says it computes (wait_busy), however fast it is.
+# twenty dense 31x31 kernels over a megapixel per two cores. The faults
+# below strike once the server says it computes (wait_busy).
 DENSE=$(awk 'BEGIN { for (i = 0; i < 31; i++) for (j = 0; j < 31; j++)
     printf "%s%d", (i || j) ? "," : "", (i * 7 + j * 13 + i * j) % 17 - 7 }')
 SLOW=()

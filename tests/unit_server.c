@@ -14,7 +14,8 @@
  *  - a client that connects and sends nothing holds up no one; many
  *    clients at once all get their answers;
  *  - a client facing a server that answers badly (an image outside its
- *    file, an unsealed file, another version) refuses the answer;
+ *    file, an unsealed file, another version, nothing in time) refuses the
+ *    answer;
  *  - the folder must be the user's and closed to others; a peer of
  *    another user is refused (as root only: it needs a second user).
  */
@@ -747,7 +748,8 @@ typedef struct {
     int kind; /* which bad answer */
 } fake_server;
 
-enum { BAD_OUTSIDE, BAD_UNSEALED, BAD_VERSION, BAD_STATUS, BAD_NO_FILE, BAD_SILENCE, BAD_KINDS };
+enum { BAD_OUTSIDE, BAD_UNSEALED, BAD_VERSION, BAD_STATUS, BAD_NO_FILE, BAD_SILENCE, BAD_SLOW,
+       BAD_KINDS };
 
 static void *fake_main(void *arg)
 {
@@ -783,6 +785,8 @@ static void *fake_main(void *arg)
                     out = -1;
                 }
             }
+            if (q.op != GIMG_WIRE_PING && f->kind == BAD_SLOW)
+                usleep(1500 * 1000); /* past the client's time limit (1 s) */
             if (q.op == GIMG_WIRE_PING || f->kind != BAD_SILENCE)
                 gimg_wire_send(c, &r, sizeof r, out);
             if (out >= 0)
@@ -813,7 +817,8 @@ static void test_bad_answers(void)
     gimg_image in, out;
     make_image(&l, 3, &in);
     static const char *const names[] = {"an image outside its file", "an unsealed file",
-                                        "another version", "a failure", "no file", "silence"};
+                                        "another version", "a failure", "no file", "silence",
+                                        "no answer in time"};
     for (int kind = 0; kind < BAD_KINDS; kind++) {
         f.kind = kind;
         gimg_device dev;
@@ -830,6 +835,9 @@ static void test_bad_answers(void)
         CHECK(out.data == NULL && out.mapping == NULL, "%s: left an image", names[kind]);
         CHECK(!gimg_remote_up(r) && gimg_remote_why(r)[0], "%s: the server is still trusted",
               names[kind]);
+        if (kind == BAD_SLOW)
+            CHECK(strstr(gimg_remote_why(r), "no answer within 1.0 s"), "%s: %s", names[kind],
+                  gimg_remote_why(r));
         if (st == GIMG_OK)
             gimg_image_free(&out);
         gimg_remote_close(r);
