@@ -27,7 +27,10 @@
  * go of a buffer once answered. */
 #define REQUEST_WAIT_MS 10000
 #define BUFFER_HOLD_MS 120000
-/* The pool's free buffers are trimmed to this many bytes. */
+/* The pool's buffers, held and free, stay within POOL_MAX_BYTES (requests
+ * past it wait for buffers to come back), the free ones within
+ * POOL_FREE_BYTES. */
+#define POOL_MAX_BYTES ((size_t)4 << 30)
 #define POOL_FREE_BYTES ((size_t)2 << 30)
 /* Connections served at once; more wait in the socket's backlog. */
 #define MAX_CONNECTIONS 256
@@ -56,7 +59,7 @@ typedef struct {
     uint64_t settings;          /* gimg_wire_settings() of this process at the start */
     long served, failed, refused;
     pool_buf *free_bufs;        /* the buffers no connection holds */
-    size_t pool_bytes;          /* all buffers' bytes, held or not */
+    size_t pool_bytes;          /* all buffers' bytes, held, free or being made */
 } server;
 
 typedef struct {
@@ -125,57 +128,84 @@ static void drop_buffer(pool_buf *b)
     free(b);
 }
 
+/* Drops the largest free buffer; 0 when none is free. Under s->lock. */
+static int drop_largest_free(server *s)
+{
+    if (!s->free_bufs)
+        return 0;
+    pool_buf **largest = &s->free_bufs;
+    for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
+        if ((*p)->bytes > (*largest)->bytes)
+            largest = p;
+    pool_buf *gone = *largest;
+    *largest = gone->next;
+    s->pool_bytes -= gone->bytes;
+    drop_buffer(gone);
+    return 1;
+}
+
 /* A buffer of at least `need` bytes: the smallest free one that is not
  * more than twice as large, else a new one (2 MiB multiples, its pages
- * allocated now, once). NULL, with the reason recorded, on failure. */
+ * allocated now, once). All buffers together stay within POOL_MAX_BYTES:
+ * free ones are let go to make room, and a request that would pass it
+ * waits for others to give theirs back (one alone may pass it). NULL, with
+ * the reason recorded, on failure. */
 static pool_buf *take_buffer(server *s, size_t need)
 {
-    pthread_mutex_lock(&s->lock);
-    pool_buf **best = NULL;
-    for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
-        if ((*p)->bytes >= need && (*p)->bytes / 2 <= need && (!best || (*p)->bytes < (*best)->bytes))
-            best = p;
-    pool_buf *b = NULL;
-    if (best) {
-        b = *best;
-        *best = b->next;
-        b->next = NULL;
-    }
-    pthread_mutex_unlock(&s->lock);
-    if (b)
-        return b;
     const size_t unit = (size_t)2 << 20;
     if (need > SIZE_MAX - unit) {
         gimg_fail(GIMG_E_LIMIT, "a buffer of %zu bytes", need);
         return NULL;
     }
-    size_t bytes = (need + unit - 1) / unit * unit;
-    if (!(b = calloc(1, sizeof *b))) {
-        gimg_fail(GIMG_E_NOMEM, "out of memory");
-        return NULL;
-    }
-    b->bytes = bytes;
-    b->fd = memfd_create("gimgd-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    void *map = MAP_FAILED;
-    if (b->fd >= 0 && ftruncate(b->fd, (off_t)bytes) == 0 &&
-        fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
-        map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd, 0);
-    if (map == MAP_FAILED) {
-        gimg_fail(GIMG_E_NOMEM, "a buffer of %zu bytes: %s", bytes, strerror(errno));
-        if (b->fd >= 0)
-            close(b->fd);
-        free(b);
-        return NULL;
-    }
-    b->map = map;
+    const size_t bytes = (need + unit - 1) / unit * unit;
+    pool_buf *b = NULL;
     pthread_mutex_lock(&s->lock);
-    s->pool_bytes += bytes;
+    for (;;) {
+        pool_buf **best = NULL;
+        for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
+            if ((*p)->bytes >= need && (*p)->bytes / 2 <= need &&
+                (!best || (*p)->bytes < (*best)->bytes))
+                best = p;
+        if (best) {
+            b = *best;
+            *best = b->next;
+            b->next = NULL;
+            pthread_mutex_unlock(&s->lock);
+            return b;
+        }
+        while (s->pool_bytes + bytes > POOL_MAX_BYTES && drop_largest_free(s))
+            ;
+        if (s->pool_bytes + bytes <= POOL_MAX_BYTES || s->pool_bytes == 0)
+            break;
+        pthread_cond_wait(&s->changed, &s->lock);
+    }
+    s->pool_bytes += bytes; /* reserved while it is made */
     pthread_mutex_unlock(&s->lock);
+    void *map = MAP_FAILED;
+    int fd = memfd_create("gimgd-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (map == MAP_FAILED || !(b = calloc(1, sizeof *b))) {
+        gimg_fail(GIMG_E_NOMEM, "a buffer of %zu bytes: %s", bytes, strerror(errno));
+        if (map != MAP_FAILED)
+            munmap(map, bytes);
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_lock(&s->lock);
+        s->pool_bytes -= bytes;
+        pthread_cond_broadcast(&s->changed);
+        pthread_mutex_unlock(&s->lock);
+        return NULL;
+    }
+    b->fd = fd;
+    b->map = map;
+    b->bytes = bytes;
     return b;
 }
 
-/* Back to the pool; the free ones beyond POOL_FREE_BYTES are let go,
- * largest first. */
+/* Back to the pool (waking those who wait for room); the free ones beyond
+ * POOL_FREE_BYTES are let go, largest first. */
 static void give_buffer(server *s, pool_buf *b)
 {
     pthread_mutex_lock(&s->lock);
@@ -185,16 +215,11 @@ static void give_buffer(server *s, pool_buf *b)
     for (pool_buf *p = s->free_bufs; p; p = p->next)
         free_bytes += p->bytes;
     while (free_bytes > POOL_FREE_BYTES) {
-        pool_buf **largest = &s->free_bufs;
-        for (pool_buf **p = &s->free_bufs; *p; p = &(*p)->next)
-            if ((*p)->bytes > (*largest)->bytes)
-                largest = p;
-        pool_buf *gone = *largest;
-        *largest = gone->next;
-        free_bytes -= gone->bytes;
-        s->pool_bytes -= gone->bytes;
-        drop_buffer(gone);
+        size_t before = s->pool_bytes;
+        drop_largest_free(s);
+        free_bytes -= before - s->pool_bytes;
     }
+    pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
 }
 
