@@ -26,6 +26,9 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st);
  * on the GPU is auto_min_bytes, should be sent to it; NULL: run it here.
  * An operation the server fails runs here too (gimg_remote_conv...). */
 struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes);
+/* For gimgd: starts CUDA when the device is a GPU and waits until every
+ * GPU of the list is up (or has failed: its status and message). */
+gimg_status gimg_ctx_wait_ready(gimg_ctx *ctx);
 /* For gimgd: the context's backend in a few words ("gpu 0 (NVIDIA H100
  * 80GB HBM3)", "cpu (16 threads)"), and what memory its lanes hold, a
  * line ending in a newline. */

@@ -329,6 +329,21 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
 #endif
 }
 
+gimg_status gimg_ctx_wait_ready(gimg_ctx *ctx)
+{
+#ifdef GIMG_HAVE_CUDA
+    if (ctx->dev.kind != GIMG_DEV_CPU) {
+        wait_for(ctx, &ctx->done);
+        if (ctx->init_status)
+            return gimg_fail(ctx->init_status, "%s", ctx->init_error);
+    }
+#else
+    if (ctx->dev.kind == GIMG_DEV_GPU)
+        return gimg_fail(GIMG_E_DEVICE, "no usable GPU: this build of gimg has no CUDA support");
+#endif
+    return GIMG_OK;
+}
+
 int gimg_ctx_lanes(gimg_ctx *ctx)
 {
     /* A job the server serves (auto's: with its codecs) has its lanes. */

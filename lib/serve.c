@@ -724,6 +724,14 @@ gimg_status gimg_serve(const gimg_serve_opts *o)
     pthread_mutex_init(&s.lock, NULL);
     pthread_cond_init(&s.changed, NULL);
     gimg_status st = gimg_ctx_open(&o->device, 0, &s.ctx);
+    /* CUDA (and nvJPEG, for JPEG requests) starts before the server says
+     * it is ready: a GPU that cannot be used is the starter's error, not
+     * every request's. The tool that started it would wait for it anyway. */
+    if (!st && o->device.kind == GIMG_DEV_GPU) {
+        gimg_ctx_want_gpu_codecs(s.ctx, 0, 1);
+        gimg_ctx_prepare(s.ctx, SIZE_MAX);
+        st = gimg_ctx_wait_ready(s.ctx);
+    }
     int sock = -1;
     if (!st && (sock = listen_socket(&s)) < 0)
         st = GIMG_E_IO;
@@ -731,11 +739,6 @@ gimg_status gimg_serve(const gimg_serve_opts *o)
         gimg_ctx_close(s.ctx);
         return st;
     }
-    /* CUDA starts now (nvJPEG with it, for JPEG requests), behind the
-     * first requests, which wait for it. */
-    if (o->device.kind == GIMG_DEV_GPU)
-        gimg_ctx_want_gpu_codecs(s.ctx, 0, 1);
-    gimg_ctx_prepare(s.ctx, SIZE_MAX);
     s.n_lanes = o->device.kind == GIMG_DEV_CPU ? 1 : gimg_ctx_lanes(s.ctx);
     if (s.n_lanes > MAX_LANES)
         s.n_lanes = MAX_LANES;

@@ -11,6 +11,9 @@
  * clients at once (make -j32) wait rather than fail. A request that fails
  * gets its message in the reply; the client then does the work itself.
  *
+ * A GPU device is started (CUDA, nvJPEG) before the socket listens, so
+ * that a GPU that cannot be used fails the start, not the requests.
+ *
  * The server exits after idle_s seconds without a request (none running),
  * on a STOP request once the running ones are answered, and on SIGTERM or
  * SIGINT likewise. Before exiting it removes the socket, then answers
