@@ -343,7 +343,7 @@ typedef struct {
      * device; 0 (auto): on a GPU device by the GPU's codecs where they
      * work (lib/gpu_jpeg.h). */
     int cpu_codecs;
-    /* --no-server (or GIMG_SERVER=off): never send work to gimgd (gimgd(8));
+    /* --no-server (or GIMG_SERVER=off): never send work to gimgd (gimgd(1));
      * the server's own context has it too. */
     int no_server;
 } gimg_device;

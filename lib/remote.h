@@ -1,5 +1,5 @@
 /*
- * remote.h — a tool's side of gimgd (gimgd(8)): the operations of a job
+ * remote.h — a tool's side of gimgd (gimgd(1)): the operations of a job
  * sent to the user's server, which holds the GPU warm, instead of paying
  * CUDA's start-up in every process. Internal to libgimg.
  *
