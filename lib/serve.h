@@ -1,5 +1,5 @@
 /*
- * serve.h — gimgd's server (gimgd(8)): listens on the user's socket
+ * serve.h — gimgd's server (gimgd(1)): listens on the user's socket
  * (wire.h) and computes the tools' requests on one context, held warm.
  *
  * Each connection gets a thread: its peer must be this user
