@@ -408,10 +408,13 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
             *gpu = g;
             return GIMG_OK;
         }
-        /* --device gpu insists on a GPU, unless it has no memory for CUDA. */
-        if (ctx->dev.kind == GIMG_DEV_GPU && st != GIMG_E_NOMEM)
+        /* --device gpu insists on a GPU, unless it has no memory for CUDA,
+         * or the job's GPU was the server's until it failed: a server's
+         * fault never fails a job, which the CPU then finishes. */
+        const int server_failed = gimg_remote_was_up(ctx->remote);
+        if (ctx->dev.kind == GIMG_DEV_GPU && st != GIMG_E_NOMEM && !server_failed)
             return st;
-        ran_on_cpu(ctx, st == GIMG_E_NOMEM ? "%s; ran on the CPU instead" : "%s",
+        ran_on_cpu(ctx, st == GIMG_E_NOMEM || server_failed ? "%s; ran on the CPU instead" : "%s",
                    gimg_last_error());
         return GIMG_OK;
     }
