@@ -93,6 +93,15 @@ static gimg_remote *open_remote(void)
     return r;
 }
 
+/* What the tests of the server's results begin with: skipped when the
+ * server did not start; r, a client of it (the test returns without). */
+#define NEED_REMOTE(r)                                                        \
+    if (!g_server_up)                                                         \
+        SKIP("the server did not start");                                     \
+    gimg_remote *r = open_remote();                                           \
+    if (!r)                                                                   \
+    return
+
 static int connect_raw(void)
 {
     char path[4096];
@@ -350,11 +359,7 @@ static int make_image(const layout *l, uint64_t seed, gimg_image *im)
 
 static void test_operations_equal_the_cpu(void)
 {
-    if (!g_server_up)
-        SKIP("the server did not start");
-    gimg_remote *r = open_remote();
-    if (!r)
-        return;
+    NEED_REMOTE(r);
     gimg_kernel k[3];
     make_kernels(k);
     for (size_t i = 0; i < sizeof k_layouts / sizeof k_layouts[0]; i++) {
@@ -422,11 +427,7 @@ static void test_operations_equal_the_cpu(void)
  * server), the same pixels as decoding here. */
 static void test_jpeg_input(void)
 {
-    if (!g_server_up)
-        SKIP("the server did not start");
-    gimg_remote *r = open_remote();
-    if (!r)
-        return;
+    NEED_REMOTE(r);
     gimg_image im, shell, want, decoded, out;
     const layout l = {77, 45, 3, GIMG_U8, 0};
     unsigned char *jpeg = NULL;
@@ -459,11 +460,7 @@ static void test_jpeg_input(void)
 /* A strided input (a region's view) crosses packed. */
 static void test_strided_input(void)
 {
-    if (!g_server_up)
-        SKIP("the server did not start");
-    gimg_remote *r = open_remote();
-    if (!r)
-        return;
+    NEED_REMOTE(r);
     gimg_image big, a, b;
     const layout l = {50, 40, 3, GIMG_U8, 0};
     if (!make_image(&l, 7, &big))
