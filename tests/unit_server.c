@@ -100,7 +100,7 @@ static gimg_remote *open_remote(void)
         SKIP("the server did not start");                                     \
     gimg_remote *r = open_remote();                                           \
     if (!r)                                                                   \
-    return
+        return
 
 static int connect_raw(void)
 {
