@@ -168,6 +168,24 @@ static int connect_server(void)
     return s;
 }
 
+/* A reply on sock (its descriptor in *fd, or -1): of this version of the
+ * protocol, its texts ended; else refused (GIMG_E_FORMAT), *fd closed. */
+static gimg_status receive_reply(int sock, gimg_wire_reply *y, int *fd, int timeout_ms)
+{
+    gimg_status st = gimg_wire_recv(sock, y, sizeof *y, fd, timeout_ms);
+    if (st)
+        return st;
+    if (y->magic != GIMG_WIRE_MAGIC || y->version != GIMG_WIRE_VERSION) {
+        if (*fd >= 0)
+            close(*fd);
+        *fd = -1;
+        return gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
+    }
+    y->backend[sizeof y->backend - 1] = '\0';
+    y->message[sizeof y->message - 1] = '\0';
+    return GIMG_OK;
+}
+
 /* One request and its reply; *fd the reply's memory file or -1. */
 static gimg_status exchange(const gimg_wire_request *q, int q_fd, int timeout_ms,
                             gimg_wire_reply *reply, int *fd)
@@ -178,19 +196,9 @@ static gimg_status exchange(const gimg_wire_request *q, int q_fd, int timeout_ms
         return GIMG_E_IO;
     gimg_status st = gimg_wire_send(s, q, sizeof *q, q_fd);
     if (!st)
-        st = gimg_wire_recv(s, reply, sizeof *reply, fd, timeout_ms);
+        st = receive_reply(s, reply, fd, timeout_ms);
     close(s);
-    if (st)
-        return st;
-    if (reply->magic != GIMG_WIRE_MAGIC || reply->version != GIMG_WIRE_VERSION) {
-        if (*fd >= 0)
-            close(*fd);
-        *fd = -1;
-        return gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
-    }
-    reply->backend[sizeof reply->backend - 1] = '\0';
-    reply->message[sizeof reply->message - 1] = '\0';
-    return GIMG_OK;
+    return st;
 }
 
 gimg_status gimg_remote_call(gimg_wire_op op, int timeout_ms, gimg_wire_reply *reply)
@@ -416,12 +424,9 @@ static gimg_status borrow_buffer(gimg_remote *r, size_t bytes, answer *a)
     int fd = -1;
     gimg_status st = gimg_wire_send(a->sock, &b, sizeof b, -1);
     if (!st)
-        st = gimg_wire_recv(a->sock, &y, sizeof y, &fd, r->timeout_ms);
-    if (!st && (y.magic != GIMG_WIRE_MAGIC || y.version != GIMG_WIRE_VERSION))
-        st = gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
-    else if (!st && y.status != GIMG_OK)
-        st = gimg_fail((gimg_status)y.status, "the server: %.*s", (int)sizeof y.message,
-                       y.message);
+        st = receive_reply(a->sock, &y, &fd, r->timeout_ms);
+    if (!st && y.status != GIMG_OK)
+        st = gimg_fail((gimg_status)y.status, "the server: %s", y.message);
     else if (!st && (fd < 0 || y.result_bytes < bytes || y.result_bytes > SIZE_MAX))
         st = gimg_fail(GIMG_E_FORMAT, "a buffer that is not one");
     struct stat fs;
@@ -492,9 +497,7 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         memcpy(a->buf, options, options_bytes);
         gimg_wire_pack(in, a->buf + q.pixels_offset);
         if (!(st = gimg_wire_send(a->sock, &q, sizeof q, -1)))
-            st = gimg_wire_recv(a->sock, &a->reply, sizeof a->reply, &reply_fd, r->timeout_ms);
-        if (!st && (a->reply.magic != GIMG_WIRE_MAGIC || a->reply.version != GIMG_WIRE_VERSION))
-            st = gimg_fail(GIMG_E_FORMAT, "a reply of another version of gimgd");
+            st = receive_reply(a->sock, &a->reply, &reply_fd, r->timeout_ms);
     } else {
         if ((fd = gimg_wire_memfd("gimg-request", bytes, &map)) < 0)
             return went_down(r, GIMG_E_NOMEM);
@@ -515,8 +518,6 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         return went_down(r, st);
     }
     gimg_wire_reply *y = &a->reply;
-    y->backend[sizeof y->backend - 1] = '\0';
-    y->message[sizeof y->message - 1] = '\0';
     size_t out_bytes = 0;
     const int in_buffer = y->in_buffer == 1;
     if (y->status != GIMG_OK)

@@ -522,6 +522,17 @@ int gimg_serve_peer_ok(int sock, long *uid, long *pid)
     return peer.uid == geteuid();
 }
 
+/* A request on sock, within REQUEST_WAIT_MS, of this version of the
+ * protocol (its descriptor in *fd, or -1). */
+static gimg_status receive_request(int sock, gimg_wire_request *q, int *fd)
+{
+    gimg_status st = gimg_wire_recv(sock, q, sizeof *q, fd, REQUEST_WAIT_MS);
+    if (!st && (q->magic != GIMG_WIRE_MAGIC || q->version != GIMG_WIRE_VERSION))
+        st = gimg_fail(GIMG_E_FORMAT, "a request of another version of gimg (%u; this server "
+                       "speaks %u)", q->version, GIMG_WIRE_VERSION);
+    return st;
+}
+
 static void serve_connection(server *s, int sock)
 {
     struct {
@@ -540,10 +551,7 @@ static void serve_connection(server *s, int sock)
     int fd = -1;
     gimg_wire_reply r;
     reply_init(&r);
-    gimg_status st = gimg_wire_recv(sock, &q, sizeof q, &fd, REQUEST_WAIT_MS);
-    if (!st && (q.magic != GIMG_WIRE_MAGIC || q.version != GIMG_WIRE_VERSION))
-        st = gimg_fail(GIMG_E_FORMAT, "a request of another version of gimg (%u; this server "
-                       "speaks %u)", q.version, GIMG_WIRE_VERSION);
+    gimg_status st = receive_request(sock, &q, &fd);
     /* A buffer first, then the request itself. */
     pool_buf *buf = NULL;
     if (!st && q.op == GIMG_WIRE_BUFFER) {
@@ -552,9 +560,8 @@ static void serve_connection(server *s, int sock)
         fd = -1;
         if (lend_buffer(s, sock, &q, &buf))
             return;
-        st = gimg_wire_recv(sock, &q, sizeof q, &fd, REQUEST_WAIT_MS);
-        if (!st && (q.magic != GIMG_WIRE_MAGIC || q.version != GIMG_WIRE_VERSION ||
-                    q.op < GIMG_WIRE_CONV || q.op > GIMG_WIRE_HIST))
+        st = receive_request(sock, &q, &fd);
+        if (!st && (q.op < GIMG_WIRE_CONV || q.op > GIMG_WIRE_HIST))
             st = gimg_fail(GIMG_E_FORMAT, "a buffer not followed by an image request");
     }
     if (st) {
