@@ -15,40 +15,44 @@
  * grid of one wave, the (strip, band) units handed out block-stride); for
  * each chunk:
  *  1. stages the input under the chunk's windows, both images, in shared
- *     memory as float pairs (a', b'), a' = a - off, off = floor(R / 2)
- *     (R / 2 for float), so that the squares stay small against R^2
- *     (variances are shift-invariant; the means get off back before they
- *     enter S): 42 rows for a band's first chunk, then only the 32 new
- *     ones;
+ *     memory as float pairs (u, w) = (a' + b', a' - b'), a' = a - off, b' =
+ *     b - off, off = floor(R / 2) (R / 2 for float), so that the squares
+ *     stay small against R^2 (variances are shift-invariant; the means get
+ *     off back before they enter S): 42 rows for a band's first chunk,
+ *     then only the 32 new ones;
  *  2. the horizontal pass over those rows: a thread takes a run of 8
  *     centres of one channel (C samples apart), loads the 18 pairs under
- *     their windows once, and forms E_h[a'], E_h[b'] (11 FMAs each), then
- *     from the same registers a'^2 + b'^2 and a'b' and their sums: the
- *     four moments in two shared planes of float pairs, 42 rows; the last
- *     10 rows of a chunk's planes are moved up to be the next chunk's
- *     first, so each input row is staged and filtered once a band;
+ *     their windows once, and forms E_h[u], E_h[w] (11 FMAs each), then
+ *     from the same registers u^2 and w^2 and their sums: the four moments
+ *     in two shared planes of float pairs, 42 rows; the last 10 rows of a
+ *     chunk's planes are moved up (16 bytes at a time) to be the next
+ *     chunk's first, so each input row is staged and filtered once a band;
  *  3. the vertical pass and S: a thread takes 8 rows of one column, loads
  *     the 18 pairs of each plane under them once, 11 FMAs per moment per
- *     row, and computes S (below) for its 8 centres, adding the valid ones.
- * Only vx + vy enters S, so four moments suffice (lib/ssim_internal.h).
- * Each thread keeps one channel's sum (its column's) in double across its
- * units; the block sums per channel with a fixed shuffle tree, and the
- * last block to finish (integer ticket: grid_reduce.cuh) adds the blocks'
- * sums in block order: no float atomics, so a device repeats its results
- * bit for bit.
+ *     row, and computes S (ssim_of) for its 8 centres, adding the valid
+ *     ones.
+ * The sum and difference carry what S needs in four moments: the means
+ * (U = mx + my - 2 off, V = mx - my), and vx + vy and the covariance from
+ * the variances of u and w (2 (vx + vy) = var u + var w, 4 cov = var u -
+ * var w). Each thread keeps one channel's sum (its column's) in double
+ * across its units; the block sums per channel with a fixed shuffle tree,
+ * and the last block to finish (integer ticket: grid_reduce.cuh) adds the
+ * blocks' sums in block order: no float atomics, so a device repeats its
+ * results bit for bit.
  *
  * Bytes: each image read once from DRAM (the strips' 10 C halo samples and
  * the bands' 10 halo rows come from L2): 2 x 201 MB for an 8192x8192 RGB
  * 8-bit pair, 0.1 ms at an H100's copy rate, so the pass is bound by
- * arithmetic, not memory. Arithmetic per centre sample (RGB, FP32 issue
- * slots): staging 1.4 samples (a 4-sample load of each image, two
- * conversions a sample, a store), horizontal 1.04 x (44 FMAs + 6.75
- * products + 2.25 loads + 2 stores + the index), vertical 44 FMAs + 4.5
- * loads, S 15 (one fast division), the band's row moves and the loops:
- * 162 instructions executed a centre (Nsight Compute, below), 32 G for
- * the pair, 1.0 ms at an H100's issue rate (132 SMs x 4 x 32 lanes x
- * 1.98 GHz) if every cycle issued. Target (issue 29): <= 2x gconv's fused separable Gaussian r5
- * on one such image (0.617 ms on an H100), i.e. <= 1.23 ms.
+ * arithmetic, not memory. Instructions executed per centre sample (RGB
+ * 8-bit, Nsight Compute, version 5 below): staging ~10 (1.39 samples: a
+ * 4-sample load of each image, 8-bit sums and differences in 16-bit
+ * lanes, two conversions, a store), horizontal ~57 (1.04 x (44 FMAs, 4.5
+ * products, 2.25 loads, 2 stores, the index)), vertical ~54 (44 FMAs, 4.5
+ * loads, the addresses), S 14 (ssim_of, one reciprocal), the row moves
+ * and the loops: 157, 31.4 G for the pair, 0.95 ms at an H100's issue
+ * rate (132 SMs x 4 x 32 lanes x 1.98 GHz) if every cycle issued. Target
+ * (issue 29): <= 2x gconv's fused separable Gaussian r5 on one such image
+ * (0.613 ms on an H100), i.e. <= 1.23 ms.
  *
  * Measured (make bench, 8192x8192 pairs, b a noisy copy of a; ssim/blur
  * against the same run's gconv r5 blur of one image):
@@ -57,24 +61,28 @@
  *     (2) bands of 8 chunks           H200   1.458    2.38       2.33    2.12
  *         the same                    H100   1.469    2.37       2.33    2.09
  *     (3) staging by row, fused S     H200   1.328    2.17       2.15    1.99
+ *         the same                    H100   1.333    2.17       2.14    1.98
+ *     (5) (u, w), rcp, row moves      H100   1.274    2.08       2.07    2.00
  * (2): 4-sample staging loads, bands of 8 chunks that keep the last 10
- * filtered rows for the next chunk, a'^2 + b'^2 as one fma. (3): a thread
- * stages one column group down the rows (no per-sample index arithmetic
- * or selects away from the right edge), S in 15 fused instructions
- * without the test that made identical windows exactly 1 (the library
- * does that now: see ssim_of), the rows' validity tested once per run.
- * Nsight Compute (rgb8, H200), (2) -> (3): instructions executed per
- * centre 184 -> 162 (FFMA 88 -> 91, FMUL 22 -> 18, integer and control
- * ~40 -> ~30), 77.6% -> 75.5% of the schedulers' cycles issuing, 22 of
- * 24 warps an SM active, DRAM under 5% busy: bound by the instruction
- * count. The target is still missed by 8%: at this IPC 2.0x needs ~150
- * instructions a centre, and the 11-tap passes of the four moments alone
- * are 88 FFMAs plus 8 FMULs (first taps) plus ~15 for S. Candidates not
- * tried: staging the next chunk during the vertical pass (s_in is free
- * then; hides the loads' latency, costs a barrier for the planes' row
- * move); runs of 16 centres filtered one output at a time (products and
- * loads per centre 6.75 + 2.25 -> 4.9 + 1.6, within 80 registers); the
- * vertical pass on tensor cores (3xTF32 for FP32 accuracy).
+ * filtered rows for the next chunk. (3): a thread stages one column group
+ * down the rows, S in 15 fused instructions, the rows' validity tested
+ * once per run. (Version 4, horizontal runs of 16, was slower: RESULTS.md.)
+ * (5): the (u, w) moments (products 3 -> 2 a sample, S 15
+ * -> 13 instructions with 2 C1 and 2 C2 added by the filters' first
+ * taps), S's division as a bare reciprocal (the fast division's range
+ * test and scaling cost 3 instructions a centre), the planes' row move in
+ * 16-byte copies (it took 5 instructions a centre), staging with a
+ * thread's rows' loads first and no per-row branches: 163 -> 157
+ * instructions a centre, 75% of the schedulers' cycles issuing, 22 of 24
+ * warps an SM active. The target is still missed by 4%. Tried in (5) and
+ * not kept (H100, rgb8 ms, against (3)'s 1.33): equal shares of the
+ * chunks block by block (1.43) or one band a strip (1.47), the blocks
+ * drifting apart down the image; bands of 4, 6, 12 and 16 chunks (1.30 to
+ * 1.32, against 8's 1.30); the next chunk's rows loaded into registers
+ * before the vertical pass (1.47: spills) or after it, across the barrier
+ * (1.37). Left to try: the vertical pass on tensor cores (3xTF32 for FP32
+ * accuracy); fewer warps waiting at the three barriers a chunk (the
+ * largest stall after "not selected").
  *
  * Shared memory: ~2000 128-byte wavefronts a chunk against ~3400 issue
  * cycles; the horizontal pass's lanes step down rows, the vertical pass's
@@ -83,18 +91,18 @@
  * (shared memory has the room).
  *
  * Accuracy: float throughout, but for the sums of S (double from each
- * thread's 8 centres on). The variance terms cancel: E[a'^2 + b'^2] and
- * (E a')^2 carry float's relative error of ~6e-8 of (R/2)^2, against C2 =
- * (0.03 R)^2, so one centre's S may be off by ~3e-5 in a flat window; over
- * many centres the rounding errors mostly cancel. Against the CPU's double
- * reference: per channel SSIM within 5e-5 absolute (tests/gpudiff_ssim.c
- * tests that; the largest difference it met was 7.2e-6, on an H200; the
- * 8192x8192 pairs of make bench differ by at most 3.5e-8). Identical
- * windows give S within a few ulps of 1, not exactly 1 (S's fused
- * arithmetic, ssim_of); gimg_compare reports a channel with no differing
- * sample as exactly 1 itself, on every backend. The sums' order differs from the CPU's, and
- * between GPU models (their waves differ), never between runs on one
- * device (tested).
+ * thread's 8 centres on). The variance terms cancel: E[u^2] and U^2 carry
+ * float's relative error of ~6e-8 of R^2, against 2 C2 = 2 (0.03 R)^2, so
+ * one centre's S may be off by ~3e-5 in a flat window, as with the
+ * moments of a' and b' before (5); over many centres the rounding errors
+ * mostly cancel. Against the CPU's double reference: per channel SSIM
+ * within 5e-5 absolute (tests/gpudiff_ssim.c tests that; the largest
+ * difference it met was 8.1e-6, on an H100; the 8192x8192 pairs of make
+ * bench differ by at most 3.3e-8). Identical windows (w = 0) give S
+ * within an ulp of 1 (the reciprocal), not exactly 1; gimg_compare
+ * reports a channel with no differing sample as exactly 1 itself, on
+ * every backend. The sums' order differs from the CPU's, and between GPU
+ * models (their waves differ), never between runs on one device (tested).
  *
  * Devices whose blocks cannot opt in to the wide tiles' shared memory
  * (Turing: 64 KiB) take tiles half as wide: the same code.
@@ -114,9 +122,13 @@ constexpr int kRun = 8;               /* centres a thread filters in a pass */
 constexpr int kWin = kRun + GIMG_SSIM_TAPS - 1; /* samples under their windows */
 /* A block walks down a band of this many chunks of kTH rows of centres,
  * keeping the last 10 filtered rows of a chunk for the next. */
-constexpr int kBandChunks = 8;
-constexpr int kBandRows = kBandChunks * kTH;
 constexpr int kMaxBlocks = 4096;
+/* A unit of work: a strip TW samples wide down a band of 8 chunks. Bands
+ * of 4 to 16 chunks measured within 2% of each other; one band the
+ * image's height (or equal shares of the chunks, block by block) 7-12%
+ * slower: the wave's blocks drift apart down the image, where block-stride
+ * units keep the wave in one band (RESULTS.md). */
+constexpr int kBandChunks = 8;
 
 /* A tile's shape: TW centre samples wide (a multiple of kRun * C, so a
  * run is whole and a column's channel fixed), its staged row LS samples,
@@ -139,16 +151,23 @@ template <int C> constexpr int narrow_tw() { return C == 3 ? 48 : 32; }
  * 2^23 + off for the integer conversion), C1 and C2 in the samples' units. */
 struct Params {
     float g[GIMG_SSIM_TAPS];
-    float off, bias, c1, c2;
+    float off2, c1x2, c2x2; /* 2 off, 2 C1, 2 C2 */
+    /* The integer conversions': 2^23's exponent bytes, and what to take
+     * from u and w (8-bit: 2^23 + 2 off, 2^23 + 256; 16-bit: 2^24 + 2 off
+     * from u's first value). */
+    unsigned magic;
+    float u_bias, w_bias;
 };
 
-/* o[k] = sum_j g[j] v[k + j], both halves of each pair, taps in order
- * (the first a product, then fused multiply-adds). */
-__device__ __forceinline__ void filter(float2 (&o)[kRun], const float2 (&v)[kWin], const Params &p)
+/* o[k] = init + sum_j g[j] v[k + j], both halves of each pair, taps in
+ * order, all fused multiply-adds. init is 0 but for the vertical pass of
+ * the squares, where it adds a constant of S for free. */
+__device__ __forceinline__ void filter(float2 (&o)[kRun], const float2 (&v)[kWin], const Params &p,
+                                       float2 init = make_float2(0.0f, 0.0f))
 {
 #pragma unroll
     for (int k = 0; k < kRun; k++)
-        o[k] = make_float2(__fmul_rn(p.g[0], v[k].x), __fmul_rn(p.g[0], v[k].y));
+        o[k] = make_float2(__fmaf_rn(p.g[0], v[k].x, init.x), __fmaf_rn(p.g[0], v[k].y, init.y));
 #pragma unroll
     for (int j = 1; j < GIMG_SSIM_TAPS; j++)
 #pragma unroll
@@ -164,108 +183,159 @@ template <> struct Quad<uint8_t> { union { uint32_t u; uint8_t t[4]; }; };
 template <> struct Quad<uint16_t> { union { uint2 u; uint16_t t[4]; }; };
 template <> struct Quad<float> { union { uint4 u; float t[4]; }; };
 
-/* The four samples minus off, exactly for 8/16-bit: each value as the
- * low mantissa bits of 2^23, minus 2^23 + off (a byte permutation and a
- * subtract). */
-__device__ __forceinline__ void centred4(const Quad<uint8_t> &q, const Params &p, float (&f)[4])
+/* The staged pairs (u, w) = (a' + b', a' - b') of four samples of each
+ * image, a' = a - off, b' = b - off: u = (a + b) - 2 off, w = a - b, exact
+ * for 8/16-bit (integers under 2^24 throughout).
+ *
+ * 8-bit: a and b spread to 16-bit lanes (a byte permutation a word), a + b
+ * and a - b + 256 formed two lanes at a time (no lane overflows or
+ * borrows), then each lane as the low mantissa bits of 2^23 (a byte
+ * permutation with the exponent's bytes, p.magic) minus 2^23 + 2 off or
+ * 2^23 + 256: 28 instructions for 4 samples with their stores. */
+__device__ __forceinline__ void pairs4(const Quad<uint8_t> &qa, const Quad<uint8_t> &qb,
+                                       const Params &p, float2 (&uw)[4])
+{
+    const uint32_t a01 = __byte_perm(qa.u, 0, 0x4140), a23 = __byte_perm(qa.u, 0, 0x4342);
+    const uint32_t b01 = __byte_perm(qb.u, 0, 0x4140), b23 = __byte_perm(qb.u, 0, 0x4342);
+    const uint32_t s[2] = {a01 + b01, a23 + b23};
+    const uint32_t d[2] = {a01 + 0x01000100u - b01, a23 + 0x01000100u - b23};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t sel = j & 1 ? 0x7632u : 0x7610u;
+        uw[j] = make_float2(__fsub_rn(__uint_as_float(__byte_perm(s[j >> 1], p.magic, sel)), p.u_bias),
+                            __fsub_rn(__uint_as_float(__byte_perm(d[j >> 1], p.magic, sel)), p.w_bias));
+    }
+}
+/* 16-bit: each value as the low mantissa bits of 2^23, then u = (2^23 +
+ * a) - (2^24 + 2 off) + (2^23 + b), w = (2^23 + a) - (2^23 + b). */
+__device__ __forceinline__ void pairs4(const Quad<uint16_t> &qa, const Quad<uint16_t> &qb,
+                                       const Params &p, float2 (&uw)[4])
+{
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t sel = j & 1 ? 0x7432u : 0x7410u;
+        const float fa = __uint_as_float(__byte_perm(j < 2 ? qa.u.x : qa.u.y, p.magic, sel));
+        const float fb = __uint_as_float(__byte_perm(j < 2 ? qb.u.x : qb.u.y, p.magic, sel));
+        uw[j] = make_float2(__fadd_rn(__fsub_rn(fa, p.u_bias), fb), __fsub_rn(fa, fb));
+    }
+}
+__device__ __forceinline__ void pairs4(const Quad<float> &qa, const Quad<float> &qb,
+                                       const Params &p, float2 (&uw)[4])
 {
 #pragma unroll
     for (int j = 0; j < 4; j++)
-        f[j] = __fsub_rn(__uint_as_float(__byte_perm(q.u, 0x4B000000u, 0x7540u + j)), p.bias);
-}
-__device__ __forceinline__ void centred4(const Quad<uint16_t> &q, const Params &p, float (&f)[4])
-{
-    f[0] = __fsub_rn(__uint_as_float(__byte_perm(q.u.x, 0x4B000000u, 0x7410u)), p.bias);
-    f[1] = __fsub_rn(__uint_as_float(__byte_perm(q.u.x, 0x4B000000u, 0x7432u)), p.bias);
-    f[2] = __fsub_rn(__uint_as_float(__byte_perm(q.u.y, 0x4B000000u, 0x7410u)), p.bias);
-    f[3] = __fsub_rn(__uint_as_float(__byte_perm(q.u.y, 0x4B000000u, 0x7432u)), p.bias);
-}
-__device__ __forceinline__ void centred4(const Quad<float> &q, const Params &p, float (&f)[4])
-{
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        f[j] = __fsub_rn(q.t[j], p.off);
+        uw[j] = make_float2(__fsub_rn(__fadd_rn(qa.t[j], qb.t[j]), p.off2),
+                            __fsub_rn(qa.t[j], qb.t[j]));
 }
 
-/* Stage 1: input rows [y, y + rows) x samples [xs, xs + LS) of both images
- * as centred float pairs into s_in's rows [0, rows); outside the image
- * (the last tiles' right and lower edges, never under a valid centre's
- * window) 0. A thread keeps one group of 4 samples of a row (one 4-16
- * byte load per image; lanes on consecutive groups: coalesced) and goes
- * down the rows RPP at a time, 4 rows' loads in flight; only the groups
- * that cross the row's end check their samples one by one, so the rest
- * carry no index arithmetic or selects but the row pointers' steps. (The
- * stores of a group's 4 pairs meet 4-way bank conflicts; shared memory
- * has the room.) */
-template <typename T, int C, int TW>
-__device__ __forceinline__ void stage(float2 *s_in, int rows, const unsigned char *d_a,
-                                      size_t pitch_a, const unsigned char *d_b, size_t pitch_b,
-                                      int n, int H, int xs, int y, const Params &p)
+/* Staging's thread layout: a thread keeps one group of 4 samples of a row
+ * (one 4-16 byte load per image; lanes on consecutive groups: coalesced)
+ * and goes down the rows RPP at a time. */
+template <int C, int TW> struct Staging {
+    typedef Shape<C, TW> S;
+    static constexpr int GPR = S::LS / 4;          /* groups a row */
+    static constexpr int RPP = S::THREADS / GPR;   /* rows a step */
+};
+
+/* Stage 1: input rows [y, y + ROWS) x samples [xs, xs + LS) of both images
+ * as pairs into s_in's rows [0, ROWS); outside the image (the last tiles'
+ * right and lower edges, never under a valid centre's window) (0, 0). A
+ * thread loads all its rows (up to 4 words an image in flight), then
+ * converts and stores them. WHOLE: the thread's group lies inside the row
+ * (all but the group that crosses the row's end), so it carries no
+ * per-sample checks. (The stores of a group's 4 pairs meet 4-way bank
+ * conflicts; shared memory has the room.) */
+template <typename T, int C, int TW, int ROWS, bool WHOLE>
+__device__ __forceinline__ void stage_rows(float2 *s_in, const unsigned char *ra,
+                                           size_t pitch_a, const unsigned char *rb,
+                                           size_t pitch_b, int x, int n, int rows_in, int r0,
+                                           const Params &p)
 {
     typedef Shape<C, TW> S;
-    constexpr int GPR = S::LS / 4, RPP = S::THREADS / GPR, B = 4; /* groups a row; rows a step */
-    const int gx = threadIdx.x % GPR, r0 = threadIdx.x / GPR;
-    if (r0 >= RPP)
-        return;
-    const int x = xs + 4 * gx;
-    const int rows_in = min(rows, H - y); /* rows inside the image */
-    float2 *dst = s_in + r0 * S::LSP + 4 * gx;
-    const unsigned char *ra = d_a + (size_t)(y + r0) * pitch_a + (size_t)x * sizeof(T);
-    const unsigned char *rb = d_b + (size_t)(y + r0) * pitch_b + (size_t)x * sizeof(T);
-    const size_t step_a = (size_t)RPP * pitch_a, step_b = (size_t)RPP * pitch_b;
+    typedef Staging<C, TW> L;
+    constexpr int K = (ROWS + L::RPP - 1) / L::RPP; /* rows a thread, at most */
+    constexpr int NB = 4 / sizeof(T) > 0 ? 4 / sizeof(T) : 1; /* rows in flight: 16 bytes */
     typedef decltype(Quad<T>::u) word;
-    if (x + 4 <= n) {
-        for (int r = r0; r < rows_in; r += B * RPP) {
-            Quad<T> qa[B], qb[B];
 #pragma unroll
-            for (int k = 0; k < B; k++)
-                if (r + k * RPP < rows_in) {
-                    qa[k].u = *reinterpret_cast<const word *>(ra + k * step_a);
-                    qb[k].u = *reinterpret_cast<const word *>(rb + k * step_b);
+    for (int kb = 0; kb < K; kb += NB) {
+        Quad<T> qa[NB], qb[NB];
+#pragma unroll
+        for (int k = 0; k < NB; k++) {
+            const int r = r0 + (kb + k) * L::RPP;
+            if (kb + k < K && r < rows_in) {
+                const unsigned char *a = ra + (size_t)r * pitch_a, *b = rb + (size_t)r * pitch_b;
+                if (WHOLE) {
+                    qa[k].u = *reinterpret_cast<const word *>(a);
+                    qb[k].u = *reinterpret_cast<const word *>(b);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        qa[k].t[j] = x + j < n ? reinterpret_cast<const T *>(a)[j] : T(0);
+                        qb[k].t[j] = x + j < n ? reinterpret_cast<const T *>(b)[j] : T(0);
+                    }
                 }
-#pragma unroll
-            for (int k = 0; k < B; k++)
-                if (r + k * RPP < rows_in) {
-                    float fa[4], fb[4];
-                    centred4(qa[k], p, fa);
-                    centred4(qb[k], p, fb);
-                    float2 *d = dst + k * RPP * S::LSP;
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        d[j] = make_float2(fa[j], fb[j]);
-                }
-            ra += B * step_a;
-            rb += B * step_b;
-            dst += B * RPP * S::LSP;
-        }
-    } else {
-        /* The group crossing the row's end (or past it): sample by sample. */
-        for (int r = r0; r < rows_in; r += RPP) {
-            Quad<T> qa, qb;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                qa.t[j] = x + j < n ? reinterpret_cast<const T *>(ra)[j] : T(0);
-                qb.t[j] = x + j < n ? reinterpret_cast<const T *>(rb)[j] : T(0);
             }
-            float fa[4], fb[4];
-            centred4(qa, p, fa);
-            centred4(qb, p, fb);
+        }
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                dst[j] = x + j < n ? make_float2(fa[j], fb[j]) : make_float2(0.0f, 0.0f);
-            ra += step_a;
-            rb += step_b;
-            dst += RPP * S::LSP;
+        for (int k = 0; k < NB; k++) {
+            const int r = r0 + (kb + k) * L::RPP;
+            float2 *d = s_in + r * S::LSP;
+            if (kb + k >= K) {
+            } else if (r < rows_in) {
+                float2 uw[4];
+                pairs4(qa[k], qb[k], p, uw);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    d[j] = WHOLE || x + j < n ? uw[j] : make_float2(0.0f, 0.0f);
+            } else if (r < ROWS) {
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    d[j] = make_float2(0.0f, 0.0f);
+            }
         }
     }
-    /* Rows below the image: zeros (from the first such row of this thread). */
-    const int r_below = rows_in <= r0 ? r0 : r0 + (rows_in - r0 + RPP - 1) / RPP * RPP;
-    for (int r = r_below; r < rows; r += RPP) {
-        float2 *d = s_in + r * S::LSP + 4 * gx;
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            d[j] = make_float2(0.0f, 0.0f);
-    }
+}
+template <typename T, int C, int TW, int ROWS>
+__device__ __forceinline__ void stage(float2 *s_in, const unsigned char *d_a, size_t pitch_a,
+                                      const unsigned char *d_b, size_t pitch_b, int n, int H,
+                                      int xs, int y, const Params &p)
+{
+    typedef Staging<C, TW> L;
+    const int gx = threadIdx.x % L::GPR, r0 = threadIdx.x / L::GPR;
+    if (r0 >= L::RPP)
+        return;
+    const int x = xs + 4 * gx, rows_in = min(ROWS, H - y); /* rows inside the image */
+    const unsigned char *ra = d_a + (size_t)y * pitch_a + (size_t)x * sizeof(T);
+    const unsigned char *rb = d_b + (size_t)y * pitch_b + (size_t)x * sizeof(T);
+    s_in += 4 * gx;
+    if (x + 4 <= n)
+        stage_rows<T, C, TW, ROWS, true>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, p);
+    else
+        stage_rows<T, C, TW, ROWS, false>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, p);
+}
+
+/* A plane's last 10 rows, [kTH, kTH + 10), moved to its first 10: 10 TWP
+ * float2 in one block, copied 16 bytes at a time (the plane and kTH rows
+ * of it are 16-byte multiples: kRH and kTH are even). */
+template <int C, int TW>
+__device__ __forceinline__ void move_rows(float2 *plane)
+{
+    typedef Shape<C, TW> S;
+    constexpr int kQuads = GIMG_SSIM_RADIUS * S::TWP; /* 2 R TWP float2 */
+    static_assert(kTH * S::TWP % 2 == 0 && kRH * S::LSP % 2 == 0, "16-byte aligned rows");
+    float4 *dst = reinterpret_cast<float4 *>(plane);
+    const float4 *src = reinterpret_cast<const float4 *>(plane + kTH * S::TWP);
+    for (int i = threadIdx.x; i < kQuads; i += S::THREADS)
+        dst[i] = src[i];
+}
+
+/* 1 / x to about 1 ulp (MUFU.RCP): no range checks (S's denominator lies
+ * far inside float's range, ~2^93 at most). */
+__device__ __forceinline__ float rcp_approx(float x)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
 }
 
 /* Stage 2: the horizontal pass over s_in's rows [0, ROWS) into the
@@ -291,12 +361,9 @@ __device__ __forceinline__ void horizontal(const float2 *s_in, float2 *s_h0, flo
 #pragma unroll
         for (int k = 0; k < kRun; k++)
             d0[k * C] = o[k];
-        /* fma(a', a', b' b'): equal a' and b' give exactly twice a'b'
-         * (|a'^2 - b'b'| is under half an ulp of 2 b'b'). */
 #pragma unroll
         for (int j = 0; j < kWin; j++)
-            v[j] = make_float2(__fmaf_rn(v[j].x, v[j].x, __fmul_rn(v[j].y, v[j].y)),
-                               __fmul_rn(v[j].x, v[j].y));
+            v[j] = make_float2(__fmul_rn(v[j].x, v[j].x), __fmul_rn(v[j].y, v[j].y));
         filter(o, v, p);
 #pragma unroll
         for (int k = 0; k < kRun; k++)
@@ -304,24 +371,28 @@ __device__ __forceinline__ void horizontal(const float2 *s_in, float2 *s_h0, flo
     }
 }
 
-/* S of one centre from its four moments (of the centred samples):
- *   A1 = 2 mx my + C1          = fma(mx + mx, my, C1)
- *   B1 = mx^2 + my^2 + C1      = fma(mx, mx, fma(my, my, C1))
- *   A2 = 2 (E[a'b'] - ea eb) + C2 = fma(2, fma(-ea, eb, eab), C2)
- *   B2 = E[a'^2 + b'^2] - ea^2 - eb^2 + C2 = fma(-ea, ea, fma(-eb, eb, ess + C2))
- * mx = ea + off, my = eb + off. Fused forms, 15 instructions. They do not
- * give exactly 1 for identical windows (A1 A2 and B1 B2 round apart): the
- * library reports a channel with no differing sample as SSIM 1 itself
- * (lib/compare.c), on every backend. */
+/* S of one centre from its four moments of u = a' + b' and w = a' - b':
+ * U = E u, V = E w (= mx - my), and E[u^2] + 2 C2 (the vertical pass adds
+ * 2 C2), E[w^2]. With vu = E[u^2] - U^2 and vw = E[w^2] - V^2,
+ *   2 (2 mx my + C1)      = (U + 2 off)^2 - V^2 + 2 C1
+ *   2 (mx^2 + my^2 + C1)  = (U + 2 off)^2 + V^2 + 2 C1
+ *   2 (2 cov + C2)        = vu - vw + 2 C2
+ *   2 (vx + vy + C2)      = vu + vw + 2 C2
+ * (mx + my = U + 2 off; 4 cov = vu - vw; 2 (vx + vy) = vu + vw), and S =
+ * A1 A2 / (B1 B2) is the same with each factor doubled: 13 instructions.
+ * Identical windows (w = 0) give A1 = B1 and A2 = B2 exactly, S within an
+ * ulp of 1 (the fast division); the library reports a channel with no
+ * differing sample as SSIM 1 itself (lib/compare.c), on every backend. */
 __device__ __forceinline__ float ssim_of(float2 m, float2 q, const Params &p)
 {
-    const float ea = m.x, eb = m.y, ess = q.x, eab = q.y;
-    const float mx = __fadd_rn(ea, p.off), my = __fadd_rn(eb, p.off);
-    const float a1 = __fmaf_rn(__fadd_rn(mx, mx), my, p.c1);
-    const float b1 = __fmaf_rn(mx, mx, __fmaf_rn(my, my, p.c1));
-    const float a2 = __fmaf_rn(2.0f, __fmaf_rn(-ea, eb, eab), p.c2);
-    const float b2 = __fmaf_rn(-ea, ea, __fmaf_rn(-eb, eb, __fadd_rn(ess, p.c2)));
-    return __fdividef(__fmul_rn(a1, a2), __fmul_rn(b1, b2));
+    const float vu = __fmaf_rn(-m.x, m.x, q.x); /* + 2 C2 */
+    const float vv = __fmul_rn(m.y, m.y);
+    const float vw = __fsub_rn(q.y, vv);
+    const float a2 = __fsub_rn(vu, vw), b2 = __fadd_rn(vu, vw);
+    const float su = __fadd_rn(m.x, p.off2);
+    const float ss = __fmaf_rn(su, su, p.c1x2);
+    const float a1 = __fsub_rn(ss, vv), b1 = __fadd_rn(ss, vv);
+    return __fmul_rn(__fmul_rn(a1, a2), rcp_approx(__fmul_rn(b1, b2)));
 }
 
 /* Sums v (C channels) over the block into thread 0's v: a fixed shuffle
@@ -355,51 +426,53 @@ __device__ __forceinline__ void block_sum(double (&v)[C], double *s_red)
 template <typename T, int C, int TW>
 __global__ void __launch_bounds__(Shape<C, TW>::THREADS, Shape<C, TW>::MIN_BLOCKS)
 ssim_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
-            const unsigned char *__restrict__ d_b, size_t pitch_b, int W, int H, int tiles_x,
-            int units, const Params p, unsigned char *__restrict__ d_scratch,
-            gimg_ssim_sums *__restrict__ d_out)
+            const unsigned char *__restrict__ d_b, size_t pitch_b, int W, int H,
+            int tiles_x, long long units, const Params p,
+            unsigned char *__restrict__ d_scratch, gimg_ssim_sums *__restrict__ d_out)
 {
     typedef Shape<C, TW> S;
     extern __shared__ float2 s_mem[];
-    float2 *s_in = s_mem;                    /* kRH x LSP: (a', b') */
-    float2 *s_h0 = s_in + kRH * S::LSP;      /* kRH x TWP: rows' E[a'], E[b'] */
-    float2 *s_h1 = s_h0 + kRH * S::TWP;      /* kRH x TWP: rows' E[a'^2 + b'^2], E[a'b'] */
+    float2 *s_in = s_mem;                    /* kRH x LSP: (u, w) */
+    float2 *s_h0 = s_in + kRH * S::LSP;      /* kRH x TWP: rows' E[u], E[w] */
+    float2 *s_h1 = s_h0 + kRH * S::TWP;      /* kRH x TWP: rows' E[u^2], E[w^2] */
     __shared__ double s_red[S::THREADS / 32 * C];
     __shared__ bool s_last;
 
     const int n = W * C;                     /* samples a row */
     const int n_out = (W - 2 * GIMG_SSIM_RADIUS) * C, h_out = H - 2 * GIMG_SSIM_RADIUS;
     const int col = threadIdx.x % TW, rows0 = threadIdx.x / TW * kRun; /* the vertical pass's */
+    const float2 q_init = make_float2(p.c2x2, 0.0f);
     double sum = 0.0;                        /* channel col % C's */
-    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        const int band = unit / tiles_x, tx = unit - band * tiles_x;
+    /* Units (strip, band) in band-major order, block-stride over one
+     * wave, so that the wave moves down the image together (the strips'
+     * halo columns then come from L2). */
+    const int h_chunks = (h_out + kTH - 1) / kTH;
+    for (long long unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int band = (int)(unit / tiles_x), strip = (int)(unit - (long long)band * tiles_x);
+        const int chunk0 = band * kBandChunks, run = min(kBandChunks, h_chunks - chunk0);
         /* Centre (xs + 5 C + i, ys + 5 + t) has its window's corner at
          * staged sample i, row t. */
-        const int xs = tx * TW, y_band = band * kBandRows;
-        const int chunks = min(kBandChunks, (h_out - y_band + kTH - 1) / kTH);
-        for (int chunk = 0; chunk < chunks; chunk++) {
-            const int ys = y_band + chunk * kTH;
-            if (chunk == 0) {
-                stage<T, C, TW>(s_in, kRH, d_a, pitch_a, d_b, pitch_b, n, H, xs, ys, p);
+        const int xs = strip * TW;
+        for (int c = 0; c < run; c++) {
+            const int ys = (chunk0 + c) * kTH;
+            if (c == 0) {
+                stage<T, C, TW, kRH>(s_in, d_a, pitch_a, d_b, pitch_b, n, H, xs, ys, p);
                 __syncthreads();
                 horizontal<C, TW, kRH>(s_in, s_h0, s_h1, 0, p);
             } else {
                 __syncthreads(); /* the last chunk's vertical pass is done with the planes */
                 /* Their last 10 rows are this chunk's first 10: moved up,
-                 * so that only the 32 new rows are staged and filtered. */
-                constexpr int kKeep = 2 * GIMG_SSIM_RADIUS * S::TWP;
-                for (int i = threadIdx.x; i < 2 * kKeep; i += S::THREADS) {
-                    float2 *plane = i < kKeep ? s_h0 : s_h1 - kKeep;
-                    plane[i] = plane[kTH * S::TWP + i];
-                }
-                stage<T, C, TW>(s_in, kTH, d_a, pitch_a, d_b, pitch_b, n, H, xs,
-                                ys + 2 * GIMG_SSIM_RADIUS, p);
+                 * so that only the 32 new rows are filtered. */
+                move_rows<C, TW>(s_h0);
+                move_rows<C, TW>(s_h1);
+                stage<T, C, TW, kTH>(s_in, d_a, pitch_a, d_b, pitch_b, n, H, xs,
+                                         ys + 2 * GIMG_SSIM_RADIUS, p);
                 __syncthreads();
                 horizontal<C, TW, kTH>(s_in, s_h0, s_h1, 2 * GIMG_SSIM_RADIUS, p);
             }
             __syncthreads();
             /* Stage 3, from the planes, which the next chunk changes only
-             * after its first barrier (and the next band's after its
+             * after its first barrier (and the next strip's after its
              * staging barrier). */
             float2 v[kWin], m[kRun], q[kRun];
             const float2 *c0 = s_h0 + rows0 * S::TWP + col, *c1 = s_h1 + rows0 * S::TWP + col;
@@ -410,7 +483,7 @@ ssim_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
 #pragma unroll
             for (int j = 0; j < kWin; j++)
                 v[j] = c1[j * S::TWP];
-            filter(q, v, p);
+            filter(q, v, p, q_init);
             float part = 0.0f;
             if (xs + col < n_out && ys + rows0 + kRun <= h_out) { /* all 8 rows valid */
 #pragma unroll
@@ -454,8 +527,8 @@ cudaError_t launch_tw(const void *d_a, size_t pitch_a, const void *d_b, size_t p
 {
     typedef Shape<C, TW> S;
     const long long tiles_x = ((long long)(W - 2 * GIMG_SSIM_RADIUS) * C + TW - 1) / TW;
-    const long long units = tiles_x * ((H - 2 * GIMG_SSIM_RADIUS + kBandRows - 1) / kBandRows);
-    if ((long long)W * C > 0x7fffffffLL || units > 0x7fffffffLL - kMaxBlocks)
+    const int h_chunks = (H - 2 * GIMG_SSIM_RADIUS + kTH - 1) / kTH;
+    if ((long long)W * C > 0x7fffffffLL || tiles_x * h_chunks > 0x7fffffffLL - kMaxBlocks)
         return cudaErrorInvalidValue;
     auto kern = ssim_kernel<T, C, TW>;
     cudaError_t e = cudaFuncSetAttribute((const void *)kern,
@@ -465,15 +538,16 @@ cudaError_t launch_tw(const void *d_a, size_t pitch_a, const void *d_b, size_t p
         e = gimg_launch::blocks_per_sm((const void *)kern, dev.dev, S::THREADS, S::SMEM, &per_sm);
     if (e)
         return e;
-    /* One wave: every block resident at once; the bands go round it. */
+    /* One wave: every block resident at once; the units go round it. */
     long long g = (long long)dev.sms * (per_sm > 0 ? per_sm : 1);
     if (g > kMaxBlocks)
         g = kMaxBlocks;
+    const long long units = tiles_x * ((h_chunks + kBandChunks - 1) / kBandChunks);
     if (g > units)
         g = units;
     kern<<<(unsigned)g, S::THREADS, S::SMEM, stream>>>(
         static_cast<const unsigned char *>(d_a), pitch_a, static_cast<const unsigned char *>(d_b),
-        pitch_b, W, H, (int)tiles_x, (int)units, p, static_cast<unsigned char *>(d_scratch), d_out);
+        pitch_b, W, H, (int)tiles_x, units, p, static_cast<unsigned char *>(d_scratch), d_out);
     return cudaGetLastError();
 }
 
@@ -524,10 +598,12 @@ extern "C" cudaError_t gimg_cuda_ssim(const void *d_a, size_t pitch_a, const voi
         p.g[j] = (float)w[j];
     /* Integer samples: an integer offset, so that a' is exact. */
     const double off = sample_bytes == 4 ? range / 2 : floor(range / 2);
-    p.off = (float)off;
-    p.bias = (float)(8388608.0 + off);
-    p.c1 = (float)(GIMG_SSIM_K1 * range * (GIMG_SSIM_K1 * range));
-    p.c2 = (float)(GIMG_SSIM_K2 * range * (GIMG_SSIM_K2 * range));
+    p.off2 = (float)(2 * off);
+    p.magic = 0x4B000000u;
+    p.u_bias = (float)((sample_bytes == 1 ? 8388608.0 : 16777216.0) + 2 * off); /* exact: even */
+    p.w_bias = (float)(8388608.0 + 256);
+    p.c1x2 = (float)(2 * (GIMG_SSIM_K1 * range * (GIMG_SSIM_K1 * range)));
+    p.c2x2 = (float)(2 * (GIMG_SSIM_K2 * range * (GIMG_SSIM_K2 * range)));
 
 #define GIMG_SSIM_CASE(bytes, T, c)                                                           \
     if (sample_bytes == bytes && channels == c)                                               \
