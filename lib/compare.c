@@ -26,6 +26,7 @@
 #include "stats_internal.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -475,8 +476,13 @@ static gimg_status compare_common(gimg_ctx *ctx, const gimg_image *ref, const gi
     memset(out, 0, sizeof out[0]);
     struct gimg_gpu *gpu = NULL;
     if (!(st = gimg_stats_check(b)) && !reference) {
-        size_t bytes = 2 * (size_t)a->height * (size_t)a->width * gimg_pixel_bytes(a);
-        st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu);
+        /* A pass over both images, as the statistics' over one (cost.h). */
+        const gimg_cost_job job = {
+            .op = GIMG_COST_STATS,
+            .bytes = 2 * (size_t)a->height * (size_t)a->width * gimg_pixel_bytes(a),
+            .threads = omp_get_max_threads(),
+            .untimed = 1};
+        st = gimg_ctx_select(ctx, &job, &gpu);
     }
     if (!st && o->diff_image)
         st = alloc_like(a, o->diff_image);

@@ -1172,20 +1172,28 @@ float gimg_conv_alpha_unit(const gimg_conv_opts *o, gimg_sample s)
     return (float)(gimg_conv_alpha_max(s) * gain);
 }
 
-size_t gimg_conv_auto_min_bytes(const gimg_conv_opts *o, gimg_sample sample, int threads)
+/* The convolution as --device auto weighs it (cost.h): the kernels' FMAs
+ * per byte of image, and the GPU's hard limits. */
+static gimg_cost_job conv_job(const gimg_conv_opts *o, gimg_sample sample, size_t bytes,
+                              int height, int threads)
 {
     double fmas = 0;
     for (int i = 0; i < o->n_kernels; i++)
         fmas += gimg_kernel_fmas(&o->kernels[i]);
-    const double per_byte = fmas / (double)sample;
-    const double cpu_ms = per_byte / ((threads > 0 ? threads : 1) * GIMG_CONV_CPU_FMAS_PER_MS_PER_THREAD);
-    const double gpu_ms = GIMG_CONV_GPU_MS_PER_BYTE + per_byte / GIMG_CONV_GPU_FMAS_PER_MS;
-    if (cpu_ms <= gpu_ms)
-        return SIZE_MAX;
-    const double bytes = GIMG_CONV_GPU_START_MS / (cpu_ms - gpu_ms);
-    if (bytes >= (double)SIZE_MAX / 2)
-        return SIZE_MAX;
-    return bytes < (double)GIMG_CONV_GPU_MIN_BYTES ? GIMG_CONV_GPU_MIN_BYTES : (size_t)bytes;
+    gimg_cost_job job = {.op = GIMG_COST_CONV, .bytes = bytes, .threads = threads,
+                         .fmas_per_byte = fmas / (double)sample};
+    if (height > GIMG_CONV_GPU_MAX_ROWS)
+        job.gpu_refused = "more rows than the GPU's kernels take";
+    else if (bytes < GIMG_CONV_GPU_MIN_BYTES)
+        job.gpu_refused = "under 256 KiB, never worth the GPU";
+    return job;
+}
+
+size_t gimg_conv_auto_min_bytes(const gimg_conv_opts *o, gimg_sample sample, int threads)
+{
+    gimg_cost_job job = conv_job(o, sample, SIZE_MAX, 1, threads);
+    size_t bytes = gimg_cost_break_even_bytes(gimg_cost_get(), &job, GIMG_GPU_COLD);
+    return bytes < GIMG_CONV_GPU_MIN_BYTES ? GIMG_CONV_GPU_MIN_BYTES : bytes;
 }
 
 gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts *o,
@@ -1197,15 +1205,13 @@ gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts 
         return st;
     struct gimg_gpu *gpu;
     size_t bytes = (size_t)in->height * (size_t)in->width * gimg_pixel_bytes(in);
-    size_t min_bytes = gimg_conv_auto_min_bytes(o, in->sample, omp_get_max_threads());
-    if (in->height > GIMG_CONV_GPU_MAX_ROWS)
-        min_bytes = SIZE_MAX;
+    const gimg_cost_job job = conv_job(o, in->sample, bytes, in->height, omp_get_max_threads());
     /* A failure of the server's leaves the work here, unless the input is
      * a JPEG only the server was to decode (the driver decodes it then). */
-    struct gimg_remote *server = gimg_ctx_server(ctx, bytes, min_bytes);
+    struct gimg_remote *server = gimg_ctx_server(ctx, &job);
     if (server && ((st = gimg_remote_conv(server, in, o, out)) == GIMG_OK || !in->data))
         return st;
-    if ((st = gimg_ctx_select(ctx, bytes, min_bytes, &gpu)))
+    if ((st = gimg_ctx_select(ctx, &job, &gpu)))
         return st;
     if ((st = gimg_image_alloc(out, in->width, in->height, in->channels, in->sample)))
         return st;

@@ -20,31 +20,21 @@ extern "C" {
  * --device auto. Convolution does FMAs per sample, so unlike the transposes
  * its cost grows with the kernel while the GPU's extra costs do not: its
  * start-up (CUDA's initialisation, only partly hidden behind the decode)
- * and the transfers. gimg_conv_auto_min_bytes() estimates, for one set of
- * options, the image size from which
+ * and the transfers. The cost table (cost.h) predicts
  *     cpu  = bytes * FMAs per byte / (threads * CPU rate)
- * exceeds
  *     gpu  = start-up + bytes * (transfer time per byte + FMAs per byte / GPU rate)
- * and returns it (SIZE_MAX where the GPU never wins: kernels too cheap for
- * the transfers). The rates were measured with bench_conv's "end to end"
- * table on the H100 machine (16 threads): the CPU backend ran 82 to 195 G FMA/s (gaussian:2 to 31x31 at 4096x4096
- * RGB), about 10 G FMA/s per thread; upload + download of 50 MB took 10 to
- * 12 ms from pageable memory, and 3 ms since the transfers go through
- * pinned staging (lib/gpu.c: gaussian:2 at 4096x4096, 14.0 -> 3.5 ms end
- * to end); the dense kernels ran 20 to 30 T FLOP/s (10 to 15 T FMA/s) at
- * 11x11 and 31x31. With these, 16 threads and a 31x31 kernel the GPU wins
- * from about 34 MB, as the tool confirmed before the staging: 4096x4096 RGB
- * (50 MB) took 270 ms of compute on the CPU and 221 ms with --device gpu,
- * CUDA's start-up included (gconv -v). The start-up is the
- * project's figure for CUDA's initialisation (gimg(7)). Below
- * GIMG_CONV_GPU_MIN_BYTES the GPU is never used (the smallest break-even
- * of any kernel, for gimg_auto_gpu_min_bytes).
+ * for each image, and auto takes the smaller; gimg_conv_auto_min_bytes()
+ * returns the image size from which the GPU wins for one set of options
+ * with the start-up to pay (SIZE_MAX where it never does: kernels too
+ * cheap for the transfers). With the built-in figures (cost.c), 16 threads
+ * and a 31x31 kernel the GPU wins from about 60 MB: issue 31 measured
+ * 4096x4096 RGB (50 MB) at 221-248 ms on the CPU and 482-575 ms with
+ * --device gpu on an H100 host, CUDA's start-up included, where a
+ * start-up of 200 ms had sent it to the GPU. Below
+ * GIMG_CONV_GPU_MIN_BYTES the GPU is never used (a hard limit: no
+ * convolution that small pays for a start-up).
  */
 #define GIMG_CONV_GPU_MIN_BYTES ((size_t)256 << 10)
-#define GIMG_CONV_CPU_FMAS_PER_MS_PER_THREAD 1.0e7
-#define GIMG_CONV_GPU_FMAS_PER_MS 1.0e10
-#define GIMG_CONV_GPU_MS_PER_BYTE (3.0 / 50.3e6)
-#define GIMG_CONV_GPU_START_MS 200.0
 /* The per-sample GPU kernels put rows on the grid's y dimension. */
 #define GIMG_CONV_GPU_MAX_ROWS 65535
 

@@ -2,6 +2,7 @@
 #ifndef GIMG_CTX_INTERNAL_H
 #define GIMG_CTX_INTERNAL_H
 
+#include "cost.h"
 #include "gimg.h"
 
 #ifdef __cplusplus
@@ -10,22 +11,24 @@ extern "C" {
 
 struct gimg_gpu;
 
-/* Where `work_bytes` of an operation run: *gpu is the GPU to use, or NULL
- * for the CPU. auto_min_bytes is the measured size from which the GPU beats
- * the CPU for this operation (SIZE_MAX: never in auto mode). Fails only
- * when --device gpu was asked for and no GPU can be used. */
-gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes,
-                            struct gimg_gpu **gpu);
+/* Where an operation runs: *gpu is the GPU to use, or NULL for the CPU.
+ * --device auto takes the side the cost table (cost.h) predicts faster
+ * for job, counting CUDA's start-up unless this process's GPU is open
+ * already (-v prints the prediction). Fails only when --device gpu was
+ * asked for and no GPU can be used. */
+gimg_status gimg_ctx_select(gimg_ctx *ctx, const gimg_cost_job *job, struct gimg_gpu **gpu);
 /* After an operation's GPU path failed with st: GIMG_OK when the operation
  * should now run on the CPU instead, which is when the GPU ran out of
  * memory (GIMG_E_NOMEM from gimg_gpu_malloc, GIMG_GPU_MEM_LIMIT included;
  * -v then says so); otherwise st, for the operation to return. The CPU
  * gives the same result, so a GPU too small is never an error. */
 gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st);
-/* The server (remote.h) when an operation of work_bytes, whose break-even
- * on the GPU is auto_min_bytes, should be sent to it; NULL: run it here.
- * An operation the server fails runs here too (gimg_remote_conv...). */
-struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes);
+/* The server (remote.h) when job should be sent to it; NULL: run it here.
+ * --device auto sends it when the cost table predicts the GPU faster: with
+ * a round trip where the server serves this job already, else with the
+ * start-up (the server is then started, and warm for the jobs after). An
+ * operation the server fails runs here too (gimg_remote_conv...). */
+struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, const gimg_cost_job *job);
 /* For gimgd: starts CUDA when the device is a GPU and waits until every
  * GPU of the list is up (or has failed: its status and message). */
 gimg_status gimg_ctx_wait_ready(gimg_ctx *ctx);
@@ -72,13 +75,10 @@ void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why);
 /* --device auto's choice of codecs for a batch: 1 when `megapixels` of
  * JPEG, decoded and encoded once each, take longer with libjpeg-turbo on
  * `threads` CPU threads than with the GPU's codecs, their start-up
- * (CUDA's, nvJPEG's, the hardware decoder's first call) included. A model
- * of measured constants (device.c); asks no GPU. */
+ * (CUDA's, nvJPEG's, the hardware decoder's first call) included: by the
+ * cost table t (cost.h), or this process's (gimg_cost_get); asks no GPU. */
+int gimg_auto_gpu_codecs_with(const gimg_cost_table *t, double megapixels, int threads);
 int gimg_auto_gpu_codecs(double megapixels, int threads);
-
-/* The smallest auto_min_bytes over all operations: below it,
- * gimg_ctx_prepare does not start CUDA at all. */
-extern const size_t gimg_auto_gpu_min_bytes;
 
 #ifdef __cplusplus
 }

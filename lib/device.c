@@ -1,9 +1,11 @@
 /*
- * device.c — choosing the backend. One context per process: it starts
- * CUDA on a background thread as soon as the input's size says the GPU may
- * be used (CUDA's start-up, about 0.2 s, then overlaps the decode), and
- * keeps work below each operation's measured break-even size on the CPU, so
- * that a small image through a pipe of tools pays no GPU start-up at all.
+ * device.c — choosing the backend. One context per process: with --device
+ * gpu it starts CUDA on a background thread as soon as the input's size is
+ * known (CUDA's start-up, 0.2 to 0.4 s, then overlaps the decode); with
+ * auto each operation goes where the cost table (cost.h) predicts it
+ * finishes first, CUDA's start-up counted until it is paid, so that a
+ * small image through a pipe of tools pays no GPU start-up at all; what
+ * this process's GPU measured goes to the table's cache.
  *
  * A batch computes on lanes, two per GPU of the device list (sixteen with
  * the GPU codecs), each with its own stream and buffers (gimg_gpu); the
@@ -11,13 +13,14 @@
  * mod n, so that consecutive lanes spread over the GPUs. The GPUs of a list start up in parallel.
  */
 #include "ctx_internal.h"
+#include "cost.h"
 #include "gpu_internal.h"
 #include "gpu_jpeg.h"
 #include "nvjpeg_api.h"
 #include "jpeg_internal.h"
-#include "orient_internal.h"
 #include "remote.h"
 
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -25,9 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* The minimum of the operations' break-even sizes. */
-const size_t gimg_auto_gpu_min_bytes = GIMG_ORIENT_GPU_MIN_BYTES;
 
 /* Two lanes (streams) per GPU: while one lane's image crosses PCIe, the
  * other's kernels run. More buy nothing: the kernels each fill the GPU.
@@ -39,16 +39,6 @@ const size_t gimg_auto_gpu_min_bytes = GIMG_ORIENT_GPU_MIN_BYTES;
 #define LANES_PER_GPU 2
 #define LANES_PER_GPU_CODECS 16
 #define MAX_LANES_PER_GPU 16
-
-/* --device auto and the GPU codecs (gimg_auto_gpu_codecs), measured on an
- * H100 host with 16 cores (gconv -k gaussian:2 -o DIR/ over 2500 photos of
- * 1 MP): libjpeg-turbo decodes and encodes a megapixel in 29 ms of one
- * thread (the batch's load and store stages); the GPU's codecs, once
- * started, pass a megapixel through in 0.45 ms of the whole batch; their
- * start-up takes about a second. */
-#define GIMG_JPEG_CPU_MS_PER_MP 29.0
-#define GIMG_JPEG_GPU_MS_PER_MP 0.45
-#define GIMG_JPEG_GPU_START_MS 1000.0
 
 #ifdef GIMG_HAVE_CUDA
 /* One GPU of the device list: opened on a thread of its own, so that the
@@ -83,6 +73,18 @@ struct gimg_ctx {
     double jpeg_decode_ms, jpeg_encode_ms; /* the lanes' time in them, for -v */
     char jpeg_cpu_why[160];         /* the last reason a JPEG went to the CPU */
     char jpeg_auto[200];            /* --device auto's choice of codecs, for -v */
+    /* --device auto's choices of device (cost.h), for -v: how many, their
+     * predictions summed, the first's start-up, where the GPU's ran. */
+    int auto_n, auto_gpu_n;
+    double auto_cpu_ms, auto_gpu_ms, auto_start_ms;
+    const char *auto_gpu_where;     /* "the GPU", "gimgd" */
+    int auto_no_gpu;                /* chose the CPU: this build has no GPU */
+    gimg_cost_gpu_measure measured; /* what this process's GPU measured, for the cache */
+    /* The process's first GPU operation: what it took beyond the table's
+     * prediction for it once warm (CUDA loads the kernels' module at their
+     * first launch, the lane its buffers): part of the start-up. */
+    int first_timed;
+    double first_excess_ms;
 #ifdef GIMG_HAVE_CUDA
     /* Start-up: `started` once the thread that opens the GPUs runs,
      * `counted` once n_gpus is known (gpu:all asks CUDA), `done` once every
@@ -109,6 +111,14 @@ static _Thread_local int t_lane;
 /* The lane's input is on its GPU (gimg_ctx_gpu_decode_jpeg), without
  * pixels on the host: its operation cannot fall back to the CPU. */
 static _Thread_local int t_input_on_gpu;
+/* The job the calling thread last gave this process's GPU, for the
+ * measurement of its kernel and copies (gimg_ctx_add_gpu_times). */
+static _Thread_local gimg_cost_job t_gpu_job;
+static _Thread_local int t_gpu_job_set;
+/* GPU operations the calling thread (a lane) has timed: its first pays its
+ * buffers' allocation, and the process's first the kernels' loading, so
+ * neither measures the GPU's rates. */
+static _Thread_local int t_gpu_ops_timed;
 
 int gimg_built_with_cuda(void)
 {
@@ -320,8 +330,9 @@ void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes)
     if (gimg_remote_prepare(ctx->remote, work_bytes))
         return;
 #ifdef GIMG_HAVE_CUDA
-    if (ctx->dev.kind == GIMG_DEV_GPU ||
-        (ctx->dev.kind == GIMG_DEV_AUTO && work_bytes >= gimg_auto_gpu_min_bytes))
+    /* auto: the operation's choice (gimg_ctx_select) starts CUDA, for only
+     * it knows its cost; the size alone says nothing of a convolution's. */
+    if (ctx->dev.kind == GIMG_DEV_GPU)
         start_init(ctx);
 #else
     (void)ctx;
@@ -380,10 +391,62 @@ static void ran_on_cpu(gimg_ctx *ctx, const char *why_fmt, ...)
     pthread_mutex_unlock(&ctx->lock);
 }
 
-gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes,
-                            struct gimg_gpu **gpu)
+/* This process's GPU context is open or opening: its start-up is paid. */
+static int local_gpu_open(gimg_ctx *ctx)
+{
+#ifdef GIMG_HAVE_CUDA
+    pthread_mutex_lock(&ctx->lock);
+    int open = ctx->started && !(ctx->done && ctx->init_status);
+    pthread_mutex_unlock(&ctx->lock);
+    return open;
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+
+/* One choice of --device auto, for -v. where: the GPU's side chosen, or
+ * NULL for the CPU. */
+static void note_auto(gimg_ctx *ctx, const gimg_cost_prediction *p, const char *where,
+                      int no_gpu)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->auto_n++)
+        ctx->auto_start_ms = p->start_ms;
+    ctx->auto_cpu_ms += p->cpu_ms;
+    ctx->auto_gpu_ms += p->gpu_ms;
+    if (where) {
+        ctx->auto_gpu_n++;
+        ctx->auto_gpu_where = where;
+    }
+    ctx->auto_no_gpu |= no_gpu;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+#ifdef GIMG_HAVE_CUDA
+/* auto's choice between the CPU and this process's GPU; why: the CPU's
+ * reason, for -v. */
+static int auto_local(gimg_ctx *ctx, const gimg_cost_job *job, char *why, size_t size)
+{
+    gimg_cost_prediction p;
+    const gimg_gpu_start start = local_gpu_open(ctx) ? GIMG_GPU_OPEN : GIMG_GPU_COLD;
+    /* A job a hard limit keeps here is no reason to measure the CPU. */
+    const gimg_cost_table *t = job->gpu_refused ? gimg_cost_get() : gimg_cost_for_auto();
+    const int gpu = gimg_cost_choose_gpu(t, job, start, &p);
+    note_auto(ctx, &p, gpu ? "the GPU" : NULL, 0);
+    if (job->gpu_refused)
+        snprintf(why, size, "%s", job->gpu_refused);
+    else
+        snprintf(why, size, "%zu bytes: predicted %.1f ms here, %.1f ms on the GPU", job->bytes,
+                 p.cpu_ms, p.gpu_ms);
+    return gpu;
+}
+#endif
+
+gimg_status gimg_ctx_select(gimg_ctx *ctx, const gimg_cost_job *job, struct gimg_gpu **gpu)
 {
     *gpu = NULL;
+    t_gpu_job_set = 0;
     /* An input still a JPEG for the server has no pixels here: an
      * operation the server does not do fails, and the driver decodes the
      * input here and runs it again (as for the GPU codecs' failures). */
@@ -395,8 +458,9 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
     }
 #ifdef GIMG_HAVE_CUDA
     /* An input the GPU's codecs decoded is there already: --device auto's
-     * break-even is past. */
-    if (ctx->dev.kind == GIMG_DEV_GPU || t_input_on_gpu || work_bytes >= auto_min_bytes) {
+     * choice is made. */
+    char why[256] = "";
+    if (ctx->dev.kind == GIMG_DEV_GPU || t_input_on_gpu || auto_local(ctx, job, why, sizeof why)) {
         gpu_slot *slot = NULL;
         gimg_gpu *g = NULL;
         gimg_status st = lane_gpu(ctx, &slot, &g);
@@ -406,6 +470,8 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
             slot->ran++;
             pthread_mutex_unlock(&ctx->lock);
             *gpu = g;
+            t_gpu_job = *job;
+            t_gpu_job_set = !job->untimed;
             return GIMG_OK;
         }
         /* --device gpu insists on a GPU, unless it has no memory for CUDA,
@@ -418,30 +484,55 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_by
                    gimg_last_error());
         return GIMG_OK;
     }
-    ran_on_cpu(ctx, "%zu bytes, below the GPU's break-even size for this operation", work_bytes);
+    ran_on_cpu(ctx, "%s", why);
 #else
-    (void)work_bytes;
-    (void)auto_min_bytes;
     /* Only a server could have given --device gpu a GPU (gimg_ctx_open):
      * what it does not do, or did not do, runs on the CPU here. */
-    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_was_up(ctx->remote))
+    if (ctx->dev.kind == GIMG_DEV_GPU && gimg_remote_was_up(ctx->remote)) {
         ran_on_cpu(ctx, "built without CUDA, and %s",
                    gimg_remote_up(ctx->remote) ? "not an operation of the server's"
                                                : "the server failed");
-    else
+    } else {
+        /* auto still says what it predicted, with no GPU to take here. */
+        if (ctx->dev.kind == GIMG_DEV_AUTO) {
+            gimg_cost_prediction p = gimg_cost_predict(gimg_cost_for_auto(), job, GIMG_GPU_COLD);
+            note_auto(ctx, &p, NULL, 1);
+        }
         ran_on_cpu(ctx, "built without CUDA");
+    }
 #endif
     return GIMG_OK;
 }
 
-struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, size_t work_bytes, size_t auto_min_bytes)
+struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, const gimg_cost_job *job)
 {
     /* An input the GPU codecs left on this process's GPU stays here; one
      * still a bitstream for the server goes there, whatever its size. */
-    if (t_input_on_gpu ||
-        (!gimg_remote_has_jpeg_input() &&
-         !gimg_remote_wanted(ctx->remote, work_bytes, auto_min_bytes)))
+    if (t_input_on_gpu)
         return NULL;
+    if (gimg_remote_has_jpeg_input())
+        return ctx->remote;
+    if (!ctx->remote)
+        return NULL;
+    if (ctx->dev.kind == GIMG_DEV_GPU)
+        return gimg_remote_wanted(ctx->remote) ? ctx->remote : NULL;
+    /* auto: a server that serves the job already costs a round trip and
+     * the pixels' way through it; otherwise starting it costs what CUDA's
+     * start-up does (it starts CUDA), paid once for the jobs after, and
+     * this process's own open GPU costs nothing to start (the choice is
+     * then gimg_ctx_select's). */
+    if (job->gpu_refused)
+        return NULL;
+    const gimg_cost_table *t = gimg_cost_for_auto();
+    gimg_cost_prediction p;
+    if (gimg_remote_up(ctx->remote)) {
+        if (!gimg_cost_choose_gpu(t, job, GIMG_GPU_SERVER, &p))
+            return NULL;
+    } else if (local_gpu_open(ctx) || !gimg_cost_choose_gpu(t, job, GIMG_GPU_COLD, &p) ||
+               !gimg_remote_wanted(ctx->remote)) {
+        return NULL;
+    }
+    note_auto(ctx, &p, "gimgd", 0);
     return ctx->remote;
 }
 
@@ -462,19 +553,26 @@ gimg_status gimg_ctx_gpu_fallback(gimg_ctx *ctx, gimg_status st)
     return GIMG_OK;
 }
 
-/* The model's times for `megapixels` of JPEG: on the CPU's codecs with
- * `threads` threads, and on the GPU's with their start-up. */
-static void jpeg_codec_ms(double megapixels, int threads, double *cpu_ms, double *gpu_ms)
+/* The model's times for `megapixels` of JPEG (cost.h): on the CPU's
+ * codecs with `threads` threads, and on the GPU's with their start-up. */
+static void jpeg_codec_ms(const gimg_cost_table *t, double megapixels, int threads,
+                          double *cpu_ms, double *gpu_ms)
 {
-    *cpu_ms = megapixels * GIMG_JPEG_CPU_MS_PER_MP / (threads > 0 ? threads : 1);
-    *gpu_ms = GIMG_JPEG_GPU_START_MS + megapixels * GIMG_JPEG_GPU_MS_PER_MP;
+    gimg_cost_prediction p = gimg_cost_predict_jpeg(t, megapixels, threads, GIMG_GPU_COLD);
+    *cpu_ms = p.cpu_ms;
+    *gpu_ms = p.gpu_ms;
+}
+
+int gimg_auto_gpu_codecs_with(const gimg_cost_table *t, double megapixels, int threads)
+{
+    double cpu_ms, gpu_ms;
+    jpeg_codec_ms(t, megapixels, threads, &cpu_ms, &gpu_ms);
+    return megapixels > 0 && gpu_ms < cpu_ms;
 }
 
 int gimg_auto_gpu_codecs(double megapixels, int threads)
 {
-    double cpu_ms, gpu_ms;
-    jpeg_codec_ms(megapixels, threads, &cpu_ms, &gpu_ms);
-    return megapixels > 0 && gpu_ms < cpu_ms;
+    return gimg_auto_gpu_codecs_with(gimg_cost_get(), megapixels, threads);
 }
 
 int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads)
@@ -490,16 +588,17 @@ int gimg_ctx_want_gpu_codecs(gimg_ctx *ctx, double jpeg_megapixels, int threads)
     if (ctx->dev.kind == GIMG_DEV_GPU) {
         ctx->want_jpeg = 1;
     } else if (ctx->dev.kind == GIMG_DEV_AUTO && jpeg_megapixels > 0) {
+        const gimg_cost_table *t = gimg_cost_for_auto();
         double cpu_ms, gpu_ms;
-        jpeg_codec_ms(jpeg_megapixels, threads, &cpu_ms, &gpu_ms);
-        ctx->want_jpeg = gimg_auto_gpu_codecs(jpeg_megapixels, threads);
+        jpeg_codec_ms(t, jpeg_megapixels, threads, &cpu_ms, &gpu_ms);
+        ctx->want_jpeg = gimg_auto_gpu_codecs_with(t, jpeg_megapixels, threads);
         snprintf(ctx->jpeg_auto, sizeof ctx->jpeg_auto,
                  "--device auto: %s for about %.0f MP of JPEG (the CPU's codecs: %.1f s on %d "
                  "threads; the GPU's: %.1f s with their start-up)",
                  ctx->want_jpeg ? "the GPU's codecs" : "the CPU's codecs", jpeg_megapixels,
                  cpu_ms / 1e3, threads, gpu_ms / 1e3);
         /* The start-up paid for a server leaves it warm for the jobs after. */
-        if (ctx->want_jpeg && gimg_remote_wanted(ctx->remote, 1, 0)) {
+        if (ctx->want_jpeg && gimg_remote_wanted(ctx->remote)) {
             ctx->want_jpeg = 0;
             ctx->jpeg_remote = 1;
             snprintf(ctx->jpeg_auto, sizeof ctx->jpeg_auto,
@@ -643,6 +742,20 @@ void gimg_ctx_close(gimg_ctx *ctx)
 #ifdef GIMG_HAVE_CUDA
     if (ctx->joinable)
         pthread_join(ctx->init_thread, NULL);
+    /* What this process's GPU measured goes to the cost table's cache, for
+     * the choices of --device auto after it. The start-up is CUDA's
+     * initialisation (the lanes' streams and buffers with it) and what the
+     * first operation took beyond its warm prediction (the kernels' module
+     * loads at their first launch). On an H100, a cold process's dense
+     * 31x31 convolution of 4096x4096 RGB timed 316 ms of kernel and 89 ms
+     * of copies, where a warm one takes a few ms of each: recorded as
+     * rates, they had made the GPU look 30-65 times slower than it is.
+     * Not with nvJPEG: its own start-up is in it then. */
+    if (ctx->ran_gpu && !ctx->init_status && ctx->n_gpus > 0 && ctx->gpu[0].lane[0]) {
+        if (!ctx->want_jpeg && ctx->first_timed)
+            ctx->measured.cuda_start_ms = ctx->startup_ms + ctx->first_excess_ms;
+        gimg_cost_record_gpu(&ctx->measured, ctx->gpu[0].lane[0]->name);
+    }
     for (int i = 0; i < ctx->n_gpus; i++)
         for (int l = MAX_LANES_PER_GPU - 1; l >= 0; l--) /* lane 0 holds what the others share */
             gimg_gpu_close(ctx->gpu[i].lane[l]);
@@ -672,9 +785,27 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
 {
     t_kernel_ms += kernel_ms;
     t_transfer_ms += transfer_ms;
+    const gimg_cost_job *job = t_gpu_job_set ? &t_gpu_job : NULL;
+    t_gpu_job_set = 0;
     pthread_mutex_lock(&ctx->lock);
     ctx->gpu_kernel_ms += kernel_ms;
     ctx->gpu_transfer_ms += transfer_ms;
+    /* The cost table's GPU figures, as this machine's GPU gives them: its
+     * rates from warm operations only; what the process's first took
+     * beyond a warm one's prediction counts as start-up. */
+    if (job && t_gpu_ops_timed++ > 0) {
+        gimg_cost_gpu_measure *m = &ctx->measured;
+        const double bytes = (double)job->bytes;
+        m->work[job->op] += job->op == GIMG_COST_CONV ? bytes * job->fmas_per_byte : bytes;
+        m->kernel_ms[job->op] += kernel_ms;
+        m->transfer_bytes +=
+            job->op == GIMG_COST_CONV || job->op == GIMG_COST_ORIENT ? 2 * bytes : bytes;
+        m->transfer_ms += transfer_ms;
+    } else if (job && !ctx->first_timed) {
+        ctx->first_timed = 1;
+        const gimg_cost_prediction p = gimg_cost_predict(gimg_cost_get(), job, GIMG_GPU_OPEN);
+        ctx->first_excess_ms = fmax(0.0, kernel_ms + transfer_ms - p.gpu_ms);
+    }
     pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -719,6 +850,32 @@ static void report_codecs(const gimg_ctx *ctx, FILE *f, const char *tool)
                 ctx->jpeg_cpu == 1 ? "" : "s", ctx->jpeg_cpu_why);
 }
 
+/* -v: what --device auto predicted for the operations it placed, beside
+ * what the compute took, and where its cost table came from. */
+static void report_auto(const gimg_ctx *ctx, FILE *f, const char *tool)
+{
+    if (!ctx->auto_n)
+        return;
+    const char *gpu_side = ctx->auto_gpu_where ? ctx->auto_gpu_where : "the GPU";
+    fprintf(f, "%s: auto: ", tool);
+    if (ctx->auto_n > 1)
+        fprintf(f, "%d operations, ", ctx->auto_n);
+    /* Tenths where a figure is small: "0 ms" would say nothing. */
+#define MS(v) (v) < 9.95 ? 1 : 0, (v)
+    fprintf(f, "predicted cpu %.*f ms, gpu %.*f ms (start-up %.*f ms); ", MS(ctx->auto_cpu_ms),
+            MS(ctx->auto_gpu_ms), MS(ctx->auto_start_ms));
+    if (ctx->auto_gpu_n == 0)
+        fprintf(f, "chose the CPU%s", ctx->auto_no_gpu ? " (no GPU in this build)" : "");
+    else if (ctx->auto_gpu_n == ctx->auto_n)
+        fprintf(f, "chose %s", gpu_side);
+    else
+        fprintf(f, "chose %s for %d, the CPU for %d", gpu_side, ctx->auto_gpu_n,
+                ctx->auto_n - ctx->auto_gpu_n);
+    fprintf(f, "; measured: compute %.*f ms\n", MS(ctx->t_ms[GIMG_T_COMPUTE]));
+#undef MS
+    fprintf(f, "%s: auto: cost table: %s\n", tool, gimg_cost_source());
+}
+
 void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
 {
 #ifdef GIMG_HAVE_CUDA
@@ -736,6 +893,7 @@ void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
     if (ctx->ran_cpu || (!ctx->ran_gpu && !gimg_remote_served(ctx->remote)))
         fprintf(f, "%s: backend: cpu (%d threads)%s%s%s\n", tool, omp_get_max_threads(),
                 ctx->why_cpu[0] ? " (" : "", ctx->why_cpu, ctx->why_cpu[0] ? ")" : "");
+    report_auto(ctx, f, tool);
     report_codecs(ctx, f, tool);
     fprintf(f, "%s: time: decode %.2f ms, compute %.2f ms, encode %.2f ms\n", tool,
             ctx->t_ms[GIMG_T_DECODE], ctx->t_ms[GIMG_T_COMPUTE], ctx->t_ms[GIMG_T_ENCODE]);

@@ -365,9 +365,10 @@ gimg_status gimg_ctx_open(const gimg_device *dev, int verbose, gimg_ctx **out);
 void gimg_ctx_close(gimg_ctx *ctx);
 
 /* Called with the input's size as soon as it is known (before decoding):
- * starts CUDA's initialisation on a background thread when the GPU may be
- * used for this much work, so that it overlaps the decode. work_bytes is the
- * image's size in bytes. */
+ * starts CUDA's initialisation on a background thread when the GPU will be
+ * used (--device gpu), so that it overlaps the decode; --device auto's
+ * operations start it when they choose the GPU. work_bytes is the image's
+ * size in bytes. */
 void gimg_ctx_prepare(gimg_ctx *ctx, size_t work_bytes);
 
 /* How many lanes a batch may compute on at once: two per GPU of the device

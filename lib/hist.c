@@ -556,10 +556,12 @@ gimg_status gimg_hist_compute(gimg_ctx *ctx, const gimg_image *im, const gimg_hi
     struct gimg_gpu *gpu;
     size_t bytes = (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
     memset(out, 0, sizeof *out);
-    struct gimg_remote *server = gimg_ctx_server(ctx, bytes, GIMG_HIST_GPU_MIN_BYTES);
+    const gimg_cost_job job = {.op = GIMG_COST_HIST, .bytes = bytes,
+                               .threads = omp_get_max_threads()};
+    struct gimg_remote *server = gimg_ctx_server(ctx, &job);
     if (server && gimg_remote_hist(server, im, p, out) == GIMG_OK)
         return GIMG_OK;
-    gimg_status st = gimg_ctx_select(ctx, bytes, GIMG_HIST_GPU_MIN_BYTES, &gpu);
+    gimg_status st = gimg_ctx_select(ctx, &job, &gpu);
     if (st)
         return st;
 #ifdef GIMG_HAVE_CUDA

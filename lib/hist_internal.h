@@ -25,17 +25,16 @@ extern "C" {
 #endif
 
 /*
- * From this many bytes of image, --device auto counts on the GPU. A
- * histogram reads each byte once, so the upload is nearly all of the GPU's
- * time: on the H100 machine (16 cores), 8192x8192 RGB took 19 ms on the
- * CPU and 7.0 ms on the GPU with its upload through pinned staging (21.6
- * ms from pageable memory), 4096x4096 4.8 and 2.8 ms
- * (tests/bench/bench_histogram, "end to end"). Gains of a few milliseconds
- * do not pay for CUDA's start-up (0.2 to 0.4 s, hidden only behind a slow
- * decode) in a one-image process, so auto keeps histograms on the CPU;
- * --device gpu uses the GPU.
+ * --device auto and histograms: a histogram reads each byte once, so the
+ * upload is nearly all of the GPU's time: on the H100 machine (16 cores),
+ * 8192x8192 RGB took 19 ms on the CPU and 7.0 ms on the GPU with its upload
+ * through pinned staging (21.6 ms from pageable memory), 4096x4096 4.8 and
+ * 2.8 ms (tests/bench/bench_histogram, "end to end"). Gains of a few
+ * milliseconds do not pay for CUDA's start-up (0.2 to 0.4 s) in a
+ * one-image process, so the cost table (cost.h, whose defaults these
+ * figures are) keeps histograms on the CPU but for images of gigabytes, or
+ * few threads; --device gpu uses the GPU.
  */
-#define GIMG_HIST_GPU_MIN_BYTES SIZE_MAX
 
 /* Each channel's counters on the CPU and GPU paths: bins, then the three
  * outside slots. */

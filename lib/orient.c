@@ -21,6 +21,7 @@
 #include "orient_internal.h"
 #include "remote.h"
 
+#include <omp.h>
 #include <string.h>
 
 static const struct { const char *name; gimg_orient_op op; gimg_orient_plan plan; } k_ops[] = {
@@ -287,10 +288,12 @@ gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, 
     /* The server is sent the symmetry itself: auto's comes from the
      * metadata, which stays here (and an identity is a copy). */
     gimg_orient_op symmetry = op;
+    const gimg_cost_job job = {.op = GIMG_COST_ORIENT, .bytes = bytes,
+                               .threads = omp_get_max_threads()};
     struct gimg_remote *server = NULL;
     if (op != GIMG_ORIENT_AUTO ||
         gimg_orient_from_exif(in->meta ? in->meta->orientation : 0, &symmetry))
-        server = gimg_ctx_server(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES);
+        server = gimg_ctx_server(ctx, &job);
     gimg_status st;
     if (server && (st = gimg_remote_orient(server, in, symmetry, out)) == GIMG_OK) {
         if ((st = carry_over(in, op, out)))
@@ -299,7 +302,7 @@ gimg_status gimg_orient(gimg_ctx *ctx, const gimg_image *in, gimg_orient_op op, 
     }
     if (server && !in->data) /* a JPEG only the server was to decode */
         return st;
-    if ((st = gimg_ctx_select(ctx, bytes, GIMG_ORIENT_GPU_MIN_BYTES, &gpu)))
+    if ((st = gimg_ctx_select(ctx, &job, &gpu)))
         return st;
     if ((st = gimg_orient_alloc_output(in, op, out)))
         return st;

@@ -14,15 +14,15 @@ extern "C" {
  * rr(i) = rev_rows ? H-1-i : i, cc(j) = rev_cols ? W-1-j : j. */
 typedef struct { int transpose, rev_rows, rev_cols; } gimg_orient_plan;
 
-/* From this many bytes of image, --device auto runs the symmetries on the
- * GPU. They move each byte once, so the GPU saves milliseconds at most: on
- * an H100 machine with 16 cores, rot90 of 8192x8192 RGB took 19 ms on the
- * CPU and 37 ms on the GPU with its transfers from pageable memory, 11 ms
- * since they go through pinned staging, 3.9 and 2.7 ms at 4096x4096
- * (tests/bench/bench_transpose, "end to end"). CUDA's start-up (about
- * 0.4 s there) is far more than that saving, so auto never picks the GPU
- * for them; --device gpu still does. */
-#define GIMG_ORIENT_GPU_MIN_BYTES SIZE_MAX
+/* --device auto and the symmetries: they move each byte once, so the GPU
+ * saves milliseconds at most: on an H100 machine with 16 cores, rot90 of
+ * 8192x8192 RGB took 19 ms on the CPU and 37 ms on the GPU with its
+ * transfers from pageable memory, 11 ms since they go through pinned
+ * staging, 3.9 and 2.7 ms at 4096x4096 (tests/bench/bench_transpose, "end
+ * to end"). CUDA's start-up (about 0.4 s there) is far more than that
+ * saving, so the cost table (cost.h, whose defaults these figures are)
+ * keeps them on the CPU but for images of gigabytes, or few threads;
+ * --device gpu still uses the GPU. */
 
 /* The plan of op; AUTO's is the identity {0, 0, 0} (a copy): callers
  * resolve AUTO from the image first. */

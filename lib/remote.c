@@ -330,17 +330,15 @@ static int look(gimg_remote *r)
 int gimg_remote_prepare(gimg_remote *r, size_t work_bytes)
 {
     (void)work_bytes;
-    /* auto looks when an operation reaches its break-even (wanted). */
+    /* auto looks when its cost table sends an operation (wanted). */
     if (!r || r->kind != GIMG_DEV_GPU)
         return gimg_remote_up(r);
     return look(r);
 }
 
-int gimg_remote_wanted(gimg_remote *r, size_t work_bytes, size_t auto_min_bytes)
+int gimg_remote_wanted(gimg_remote *r)
 {
-    if (!r || (r->kind != GIMG_DEV_GPU && work_bytes < auto_min_bytes))
-        return 0;
-    return look(r);
+    return r ? look(r) : 0;
 }
 
 int gimg_remote_was_up(gimg_remote *r)

@@ -11,10 +11,11 @@
  *    else on PATH; a build without CUDA starts one only where GIMGD_DEVICE
  *    says which device it serves with, for tests), and CUDA is then never
  *    started in the tool.
- *  - --device auto: the operations at or above their break-even size
- *    (which counts CUDA's start-up), and a batch of JPEGs that pays for
- *    the GPU's codecs, go to the server, started if none runs (the same
- *    start-up, paid once for the jobs after).
+ *  - --device auto: the operations its cost table (cost.h) predicts
+ *    faster on the GPU, CUDA's start-up counted (or, once the server
+ *    serves the job, a round trip and the pixels' way), and a batch of
+ *    JPEGs that pays for the GPU's codecs, go to the server, started if
+ *    none runs (the same start-up, paid once for the jobs after).
  * Whatever goes wrong with the server (none, refused, died, no answer
  * within GIMG_SERVER_TIMEOUT seconds, default 120, a malformed answer) is
  * recorded for -v, the server is left alone for the rest of the job, and
@@ -46,9 +47,10 @@ void gimg_remote_close(gimg_remote *r);
  * time; auto: only says whether an operation found it already. 1 when it
  * serves this job. Cheap after the first call. */
 int gimg_remote_prepare(gimg_remote *r, size_t work_bytes);
-/* 1 when an operation of work_bytes, whose break-even on the GPU is
- * auto_min_bytes, goes to the server (auto looks for it here, once). */
-int gimg_remote_wanted(gimg_remote *r, size_t work_bytes, size_t auto_min_bytes);
+/* 1 when the server serves this job: --device auto calls it once its
+ * cost table sends an operation to the server (gimg_ctx_server), and
+ * looks for the server (starting it as above) the first time. */
+int gimg_remote_wanted(gimg_remote *r);
 /* 1 while the server serves this job (none has failed); was_up: 1 once
  * it served it, even if it failed since. why: what it failed with, or "". */
 int gimg_remote_up(gimg_remote *r);

@@ -21,6 +21,7 @@
 #include "stats_internal.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -890,10 +891,12 @@ static gimg_status stats_common(gimg_ctx *ctx, const gimg_image *im, const gimg_
     struct gimg_gpu *gpu = NULL;
     if (!reference) {
         size_t bytes = (size_t)im->height * (size_t)im->width * gimg_pixel_bytes(im);
-        struct gimg_remote *server = gimg_ctx_server(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES);
+        const gimg_cost_job job = {.op = GIMG_COST_STATS, .bytes = bytes,
+                                   .threads = omp_get_max_threads()};
+        struct gimg_remote *server = gimg_ctx_server(ctx, &job);
         if (server && gimg_remote_stats(server, im, o, out) == GIMG_OK)
             return GIMG_OK;
-        if ((st = gimg_ctx_select(ctx, bytes, GIMG_STATS_GPU_MIN_BYTES, &gpu)))
+        if ((st = gimg_ctx_select(ctx, &job, &gpu)))
             return st;
     }
     gimg_hist h = {0};

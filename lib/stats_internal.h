@@ -21,18 +21,17 @@ extern "C" {
 #endif
 
 /*
- * From this many bytes of image, --device auto computes statistics on the
- * GPU. A statistics pass reads each byte once, so the upload costs about
- * what the CPU's whole pass does: on the H100 machine (16 cores), the
- * moments and exact histogram of 8192x8192 RGB took 19-44 ms on the CPU
- * and 22-28 ms on the GPU with its upload from pageable memory, 6.8 ms
- * through pinned staging; 6.2 against 2.5 ms at 4096x4096, about even at
- * 1024x1024 (tests/bench/bench_stats, "end to end"), with CUDA already
- * started. CUDA's start-up
- * (about 0.2 s, device.c) is more than the GPU saves on any single image,
- * so auto keeps statistics on the CPU; --device gpu still uses the GPU.
+ * --device auto and statistics: a statistics pass reads each byte once, so
+ * the upload costs about what the CPU's whole pass does: on the H100
+ * machine (16 cores), the moments and exact histogram of 8192x8192 RGB took
+ * 19-44 ms on the CPU and 22-28 ms on the GPU with its upload from pageable
+ * memory, 6.8 ms through pinned staging; 6.2 against 2.5 ms at 4096x4096,
+ * about even at 1024x1024 (tests/bench/bench_stats, "end to end"), with
+ * CUDA already started. CUDA's start-up (0.2 to 0.4 s) is more than the GPU
+ * saves on any single image of common size, so the cost table (cost.h,
+ * whose defaults these figures are) keeps statistics on the CPU but for
+ * images of gigabytes, or few threads; --device gpu still uses the GPU.
  */
-#define GIMG_STATS_GPU_MIN_BYTES SIZE_MAX
 
 /*
  * Float sums are accumulated block by block: a block is a run of whole rows

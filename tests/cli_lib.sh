@@ -35,6 +35,10 @@ done
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/gimg-cli.XXXXXX") || exit 1
 trap 'rm -rf "$T"' EXIT
+# --device auto's cost table (gimg(7)): the defaults, or what this suite
+# measures, never the user's cache nor a table of the environment.
+export XDG_CACHE_HOME=$T/cache
+unset GIMG_COST_TABLE GIMG_COST_CACHE
 cd "$T" || exit 1
 
 # bytes V...: writes each decimal V (0-255) as one byte.

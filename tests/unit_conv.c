@@ -1039,10 +1039,12 @@ static void test_auto_threshold(void)
     o.kernels = &k31;
     size_t a16 = gimg_conv_auto_min_bytes(&o, GIMG_U8, 16), a2 = gimg_conv_auto_min_bytes(&o, GIMG_U8, 2);
     size_t f16 = gimg_conv_auto_min_bytes(&o, GIMG_F32, 16);
-    CHECK(a16 > 20000000 && a16 < 50000000, "31x31, 16 threads: from %zu bytes (measured: 35 MB)", a16);
+    /* Issue 31: 4096x4096 RGB (50.3 MB) through a dense 31x31 kernel on 16
+     * threads is the CPU's (221-248 ms against 482-575 on the GPU). */
+    CHECK(a16 > 50331648 && a16 < 70000000, "31x31, 16 threads: from %zu bytes", a16);
     CHECK(a2 < a16 && f16 > a16, "fewer threads: sooner (%zu); float (4 bytes a sample): later (%zu)", a2, f16);
     o.kernels = &k127;
-    CHECK(gimg_conv_auto_min_bytes(&o, GIMG_U8, 2) == GIMG_CONV_GPU_MIN_BYTES, "the floor");
+    CHECK(gimg_conv_auto_min_bytes(&o, GIMG_U8, 1) == GIMG_CONV_GPU_MIN_BYTES, "127x127 on one thread: the floor");
     gimg_kernel_free(&k3), gimg_kernel_free(&k31), gimg_kernel_free(&k127);
 }
 
@@ -1313,6 +1315,10 @@ static void test_bands(void)
 
 int main(void)
 {
+    /* --device auto's break-even from the built-in cost table (lib/cost.h),
+     * not one this machine measured or the environment gives. */
+    setenv("GIMG_COST_CACHE", "off", 1);
+    unsetenv("GIMG_COST_TABLE");
     RUN(test_parse_inline_and_anchor);
     RUN(test_parse_file_text);
     RUN(test_parse_errors);

@@ -387,6 +387,9 @@ static void test_auto_choice(void)
 int main(void)
 {
     setenv("GIMG_NVJPEG_LIBRARY", "/nonexistent/libnvjpeg.so.13", 1);
+    /* auto's choice from the built-in cost table (lib/cost.h). */
+    setenv("GIMG_COST_CACHE", "off", 1);
+    unsetenv("GIMG_COST_TABLE");
     RUN(test_loader_without_library);
     RUN(test_gpu_takes);
     RUN(test_cut_and_odd_scans);

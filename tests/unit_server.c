@@ -89,7 +89,7 @@ static gimg_remote *open_remote(void)
     gimg_remote *r = NULL;
     CHECK(gimg_remote_open(&dev, &r) == GIMG_OK && r, "gimg_remote_open: %s", gimg_last_error());
     if (r)
-        CHECK(gimg_remote_wanted(r, 1, 1), "the server is not found: %s", gimg_remote_why(r));
+        CHECK(gimg_remote_wanted(r), "the server is not found: %s", gimg_remote_why(r));
     return r;
 }
 
@@ -694,7 +694,7 @@ static void *worker(void *arg)
     }
     for (int i = 0; i < 6; i++) {
         gimg_image out;
-        if (!gimg_remote_wanted(r, 1, 1) || gimg_remote_conv(r, j->in, j->o, &out)) {
+        if (!gimg_remote_wanted(r) || gimg_remote_conv(r, j->in, j->o, &out)) {
             j->failures++;
             continue;
         }
@@ -824,7 +824,7 @@ static void test_bad_answers(void)
         CHECK(gimg_remote_open(&dev, &r) == GIMG_OK && r, "open");
         if (!r)
             continue;
-        CHECK(gimg_remote_wanted(r, 1, 1), "%s: the fake's ping: %s", names[kind],
+        CHECK(gimg_remote_wanted(r), "%s: the fake's ping: %s", names[kind],
               gimg_remote_why(r));
         memset(&out, 0x5A, sizeof out);
         gimg_status st = gimg_remote_orient(r, &in, GIMG_ORIENT_FLIP, &out);
