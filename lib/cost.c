@@ -243,7 +243,9 @@ static void per_byte(const gimg_cost_table *t, const gimg_cost_job *job, gimg_gp
     const double copy = start == GIMG_GPU_SERVER ? t->server_ms_per_byte
                                                  : t->gpu_transfer_ms_per_byte;
     *gpu_ms = ways(job->op) * copy + work / gpu_rate(t, job->op);
-    *start_ms = start == GIMG_GPU_COLD ? t->cuda_start_ms
+    /* A batch's images share the start-up: each pays its part. */
+    const int shared = job->start_shared_by > 1 ? job->start_shared_by : 1;
+    *start_ms = start == GIMG_GPU_COLD ? t->cuda_start_ms / shared
               : start == GIMG_GPU_SERVER ? t->server_round_trip_ms : 0.0;
 }
 

@@ -17,6 +17,11 @@ struct gimg_gpu;
  * already (-v prints the prediction). Fails only when --device gpu was
  * asked for and no GPU can be used. */
 gimg_status gimg_ctx_select(gimg_ctx *ctx, const gimg_cost_job *job, struct gimg_gpu **gpu);
+/* The job's number of images (a stream, whose count is unknown: 1):
+ * --device auto shares the GPU's start-up among them, each image's
+ * operation weighed with its part (the driver calls it once, before the
+ * first image). */
+void gimg_ctx_set_batch_images(gimg_ctx *ctx, int images);
 /* After an operation's GPU path failed with st: GIMG_OK when the operation
  * should now run on the CPU instead, which is when the GPU ran out of
  * memory (GIMG_E_NOMEM from gimg_gpu_malloc, GIMG_GPU_MEM_LIMIT included;

@@ -79,6 +79,7 @@ struct gimg_ctx {
     double auto_cpu_ms, auto_gpu_ms, auto_start_ms;
     const char *auto_gpu_where;     /* "the GPU", "gimgd" */
     int auto_no_gpu;                /* chose the CPU: this build has no GPU */
+    int batch_images;               /* the job's images, sharing a start-up (1: unknown) */
     gimg_cost_gpu_measure measured; /* what this process's GPU measured, for the cache */
     /* The process's first GPU operation: what it took beyond the table's
      * prediction for it once warm (CUDA loads the kernels' module at their
@@ -412,7 +413,7 @@ static void note_auto(gimg_ctx *ctx, const gimg_cost_prediction *p, const char *
 {
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->auto_n++)
-        ctx->auto_start_ms = p->start_ms;
+        ctx->auto_start_ms = p->start_ms; /* the first operation's share */
     ctx->auto_cpu_ms += p->cpu_ms;
     ctx->auto_gpu_ms += p->gpu_ms;
     if (where) {
@@ -421,6 +422,20 @@ static void note_auto(gimg_ctx *ctx, const gimg_cost_prediction *p, const char *
     }
     ctx->auto_no_gpu |= no_gpu;
     pthread_mutex_unlock(&ctx->lock);
+}
+
+/* job as auto weighs it in this context: its batch's images share the
+ * GPU's start-up (a server's start included). */
+static gimg_cost_job batch_job(const gimg_ctx *ctx, const gimg_cost_job *job)
+{
+    gimg_cost_job j = *job;
+    j.start_shared_by = ctx->batch_images;
+    return j;
+}
+
+void gimg_ctx_set_batch_images(gimg_ctx *ctx, int images)
+{
+    ctx->batch_images = images > 1 ? images : 1;
 }
 
 #ifdef GIMG_HAVE_CUDA
@@ -432,7 +447,8 @@ static int auto_local(gimg_ctx *ctx, const gimg_cost_job *job, char *why, size_t
     const gimg_gpu_start start = local_gpu_open(ctx) ? GIMG_GPU_OPEN : GIMG_GPU_COLD;
     /* A job a hard limit keeps here is no reason to measure the CPU. */
     const gimg_cost_table *t = job->gpu_refused ? gimg_cost_get() : gimg_cost_for_auto();
-    const int gpu = gimg_cost_choose_gpu(t, job, start, &p);
+    const gimg_cost_job shared = batch_job(ctx, job);
+    const int gpu = gimg_cost_choose_gpu(t, &shared, start, &p);
     note_auto(ctx, &p, gpu ? "the GPU" : NULL, 0);
     if (job->gpu_refused)
         snprintf(why, size, "%s", job->gpu_refused);
@@ -495,7 +511,9 @@ gimg_status gimg_ctx_select(gimg_ctx *ctx, const gimg_cost_job *job, struct gimg
     } else {
         /* auto still says what it predicted, with no GPU to take here. */
         if (ctx->dev.kind == GIMG_DEV_AUTO) {
-            gimg_cost_prediction p = gimg_cost_predict(gimg_cost_for_auto(), job, GIMG_GPU_COLD);
+            const gimg_cost_job shared = batch_job(ctx, job);
+            gimg_cost_prediction p =
+                gimg_cost_predict(gimg_cost_for_auto(), &shared, GIMG_GPU_COLD);
             note_auto(ctx, &p, NULL, 1);
         }
         ran_on_cpu(ctx, "built without CUDA");
@@ -524,11 +542,12 @@ struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, const gimg_cost_job *job)
     if (job->gpu_refused)
         return NULL;
     const gimg_cost_table *t = gimg_cost_for_auto();
+    const gimg_cost_job shared = batch_job(ctx, job);
     gimg_cost_prediction p;
     if (gimg_remote_up(ctx->remote)) {
         if (!gimg_cost_choose_gpu(t, job, GIMG_GPU_SERVER, &p))
             return NULL;
-    } else if (local_gpu_open(ctx) || !gimg_cost_choose_gpu(t, job, GIMG_GPU_COLD, &p) ||
+    } else if (local_gpu_open(ctx) || !gimg_cost_choose_gpu(t, &shared, GIMG_GPU_COLD, &p) ||
                !gimg_remote_wanted(ctx->remote)) {
         return NULL;
     }
@@ -862,8 +881,11 @@ static void report_auto(const gimg_ctx *ctx, FILE *f, const char *tool)
         fprintf(f, "%d operations, ", ctx->auto_n);
     /* Tenths where a figure is small: "0 ms" would say nothing. */
 #define MS(v) (v) < 9.95 ? 1 : 0, (v)
-    fprintf(f, "predicted cpu %.*f ms, gpu %.*f ms (start-up %.*f ms); ", MS(ctx->auto_cpu_ms),
+    fprintf(f, "predicted cpu %.*f ms, gpu %.*f ms (start-up %.*f ms", MS(ctx->auto_cpu_ms),
             MS(ctx->auto_gpu_ms), MS(ctx->auto_start_ms));
+    if (ctx->batch_images > 1)
+        fprintf(f, " an image, shared by %d", ctx->batch_images);
+    fprintf(f, "); ");
     if (ctx->auto_gpu_n == 0)
         fprintf(f, "chose the CPU%s", ctx->auto_no_gpu ? " (no GPU in this build)" : "");
     else if (ctx->auto_gpu_n == ctx->auto_n)

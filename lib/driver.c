@@ -922,6 +922,8 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
             st = make_folders(&j, k);
     if (!st)
         st = gimg_ctx_open(&c->device, c->verbose, &j.ctx);
+    if (!st)
+        gimg_ctx_set_batch_images(j.ctx, j.stream ? 1 : j.n_inputs);
     /* Transforms only, so far: their operations reach an input on the GPU
      * through gimg_gpu_upload alone. */
     if (!st && d->transform)

@@ -142,6 +142,34 @@ for t in $TOOLS; do
     grep -q "served" v.txt && why+=" cpu table, warm server: $(grep server: v.txt)"
     result "choice-follows-table-$t" "$why"
 done
+# A batch's images share the start-up (gimgd's start here): with this table
+# one image is the CPU's (1e5 ms against a 3e5 ms start-up), a batch of 10
+# the server's (a tenth of the start-up each). One thread (-j 1), so that the CPU's
+# figure is the same on any machine.
+cat >share.cost <<'EOF'
+stats_cpu_bytes_per_ms_per_thread 3.6
+stats_gpu_bytes_per_ms 1e14
+gpu_transfer_ms_per_byte 0
+server_ms_per_byte 0
+server_round_trip_ms 0
+cuda_start_ms 300000
+EOF
+for i in 0 1 2 3 4 5 6 7 8 9; do cp in.ppm "b$i.ppm"; done
+why=""
+"$GD" --stop >/dev/null 2>&1
+GIMG_COST_TABLE=share.cost "$BIN/gstats" -v -j 1 --device auto in.ppm >one.txt 2>v.txt ||
+    why+=" one: exit status $?"
+grep -q "^gstats: auto: predicted cpu 100000 ms, gpu 300000 ms (start-up 300000 ms); chose the CPU" v.txt ||
+    why+=" one: $(grep auto: v.txt)"
+[ -S "$XDG_RUNTIME_DIR/gimg/gimgd.sock" ] && why+=" one: a server started"
+GIMG_COST_TABLE=share.cost "$BIN/gstats" -v -j 1 --device auto b?.ppm >ten.txt 2>v.txt ||
+    why+=" ten: exit status $?"
+grep -q "^gstats: auto: 10 operations, predicted .* (start-up 30000 ms an image, shared by 10); chose gimgd;" v.txt ||
+    why+=" ten: $(grep auto: v.txt)"
+grep -q "server: gimgd.*served 10 operations" v.txt || why+=" ten, not served: $(grep server: v.txt)"
+[ "$(grep -c . ten.txt)" -gt "$(grep -c . one.txt)" ] || why+=" ten reports: $(wc -l <ten.txt) lines"
+result batch-shares-start-up "$why"
+
 "$GD" --stop >/dev/null 2>&1
 unset GIMGD_DEVICE
 

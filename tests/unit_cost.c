@@ -325,6 +325,41 @@ static int count_files(const char *dir)
     return n;
 }
 
+/* A batch's images share the start-up: the issue's 4096x4096 RGB through a
+ * dense 31x31 kernel on 16 threads is the CPU's alone, the GPU's in a
+ * batch of 8 (each image paying an eighth); the share touches only the
+ * start-up, and a warm server's or an open context's not at all. */
+static void test_batch_shares_the_start_up(void)
+{
+    gimg_cost_table t;
+    gimg_cost_defaults(&t);
+    gimg_cost_job one = {.op = GIMG_COST_CONV, .bytes = (size_t)4096 * 4096 * 3, .threads = 16,
+                         .fmas_per_byte = 961};
+    gimg_cost_job eight = one;
+    eight.start_shared_by = 8;
+    gimg_cost_prediction a, b;
+    CHECK(!gimg_cost_choose_gpu(&t, &one, GIMG_GPU_COLD, &a), "%g %g", a.cpu_ms, a.gpu_ms);
+    CHECK(gimg_cost_choose_gpu(&t, &eight, GIMG_GPU_COLD, &b), "%g %g", b.cpu_ms, b.gpu_ms);
+    CHECK(b.start_ms == t.cuda_start_ms / 8 && a.cpu_ms == b.cpu_ms &&
+              fabs((a.gpu_ms - a.start_ms) - (b.gpu_ms - b.start_ms)) < 1e-9,
+          "%g %g %g", b.start_ms, a.gpu_ms, b.gpu_ms);
+    for (int start = GIMG_GPU_OPEN; start <= GIMG_GPU_SERVER; start++) {
+        a = gimg_cost_predict(&t, &one, (gimg_gpu_start)start);
+        b = gimg_cost_predict(&t, &eight, (gimg_gpu_start)start);
+        CHECK(a.gpu_ms == b.gpu_ms && a.start_ms == b.start_ms, "start %d", start);
+    }
+    /* 0 and 1: the image alone. */
+    eight.start_shared_by = 0;
+    b = gimg_cost_predict(&t, &eight, GIMG_GPU_COLD);
+    CHECK(b.start_ms == t.cuda_start_ms);
+    /* The break-even falls with the batch. */
+    eight.start_shared_by = 8;
+    CHECK(gimg_cost_break_even_bytes(&t, &eight, GIMG_GPU_COLD) * 7 <
+              gimg_cost_break_even_bytes(&t, &one, GIMG_GPU_COLD),
+          "%zu %zu", gimg_cost_break_even_bytes(&t, &eight, GIMG_GPU_COLD),
+          gimg_cost_break_even_bytes(&t, &one, GIMG_GPU_COLD));
+}
+
 static void test_identity(void)
 {
     char id[512];
@@ -680,6 +715,7 @@ int main(int argc, char **argv)
     RUN(test_choice_follows_the_table);
     RUN(test_break_even_is_where_it_flips);
     RUN(test_start_up_paid_changes_the_choice);
+    RUN(test_batch_shares_the_start_up);
     RUN(test_identity);
     RUN(test_cache_round_trip_and_invalidation);
     RUN(test_corrupt_cache_is_ignored);
