@@ -11,8 +11,9 @@
  * run-length and colour-mapped; HDR flat and run-length; PNM plain and raw
  * of every kind, odd maxvals, PAM of every TUPLTYPE, PFM of both byte
  * orders), DIR/pnm (the netpbm ones, and a stream of two images),
- * DIR/cli (argument vectors), DIR/parse (the strings of parsers.h) and
- * DIR/wire (gimgd's requests, one per operation);
+ * DIR/cli (argument vectors), DIR/parse (the strings of parsers.h),
+ * DIR/wire (gimgd's requests, one per operation) and DIR/cost (--device
+ * auto's cost tables and caches, the caches with this machine's identity);
  * and DIR/hostile, files every tool must refuse quickly: headers claiming
  * huge, over-long or empty images with next to no data (also seeds of
  * DIR/decode, so that the fuzzer starts from the limits too).
@@ -20,6 +21,7 @@
  * Exit status 0, or 1 when a file cannot be written.
  */
 #include "codec.h"
+#include "cost.h"
 #include "gimg.h"
 #include "parsers.h"
 #include "testimg.h"
@@ -985,6 +987,42 @@ static void wire_files(void)
     wire_request("hist-rgb8", GIMG_WIRE_HIST, &hp, sizeof hp, 6, 5, 3, GIMG_U8);
 }
 
+/* DIR/cost: cost tables (fuzz_cost): every key, some, comments and a key
+ * of a later version, a refused value; and caches as gimg_cost_cache_write
+ * writes them, with this machine's first line. */
+static void cost_files(void)
+{
+    static const char full[] =
+        "# every key\n"
+        "conv_cpu_fmas_per_ms_per_thread 1e7\nstats_cpu_bytes_per_ms_per_thread 4e5\n"
+        "hist_cpu_bytes_per_ms_per_thread 6e5\norient_cpu_bytes_per_ms_per_thread 6e5\n"
+        "conv_gpu_fmas_per_ms 1e10\nstats_gpu_bytes_per_ms 2.5e8\nhist_gpu_bytes_per_ms 2e8\n"
+        "orient_gpu_bytes_per_ms 1e9\ngpu_transfer_ms_per_byte 3e-8\ncuda_start_ms 350\n"
+        "nvjpeg_start_ms 650\njpeg_cpu_ms_per_mp 29\njpeg_gpu_ms_per_mp 0.45\n"
+        "server_round_trip_ms 3\nserver_ms_per_byte 5e-7\n";
+    static const char partial[] = "cuda_start_ms 120 # measured\n\n  a_later_key 7\n"
+                                  "conv_gpu_fmas_per_ms\t2e10\n";
+    static const char refused[] = "cuda_start_ms -1\nconv_gpu_fmas_per_ms 0\n";
+    put("cost", "full", full, sizeof full - 1);
+    put("cost", "partial", partial, sizeof partial - 1);
+    put("cost", "refused", refused, sizeof refused - 1);
+    char id[512], path[4096];
+    gimg_cost_identity(id, sizeof id);
+    gimg_cost_table t;
+    gimg_cost_defaults(&t);
+    static const struct { const char *name; int has; const char *gpu; } caches[] = {
+        {"cache-cpu", GIMG_COST_HAS_CPU, NULL},
+        {"cache-both", GIMG_COST_HAS_CPU | GIMG_COST_HAS_GPU, "NVIDIA H100 80GB HBM3"},
+    };
+    for (size_t i = 0; i < sizeof caches / sizeof caches[0]; i++) {
+        snprintf(path, sizeof path, "%s/cost/%s", g_dir, caches[i].name);
+        if (gimg_cost_cache_write(path, id, &t, caches[i].has, caches[i].gpu) != GIMG_OK) {
+            fprintf(stderr, "%s: %s\n", path, gimg_last_error());
+            g_failed = 1;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1014,6 +1052,7 @@ int main(int argc, char **argv)
     cli_files();
     exif_files();
     wire_files();
+    cost_files();
     int index = 0;
     FUZZ_PARSERS(SEED_FILES)
     return g_failed;
