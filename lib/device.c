@@ -50,6 +50,11 @@ typedef struct {
     gimg_status status;
     char error[512];
     gimg_gpu *lane[MAX_LANES_PER_GPU];
+    /* GPU operations each lane has timed, for the cost table: a lane's
+     * first pays its buffers' allocation (and the process's first the
+     * kernels' loading), so it does not measure the GPU's rates. By lane,
+     * not by thread: gimgd's requests come on threads of their own. */
+    int timed[MAX_LANES_PER_GPU];
     int n_lanes;                    /* lanes opened (or to open) on it */
     int ran;                        /* operations run on it, for -v */
     int want_jpeg;                  /* start nvJPEG on it too */
@@ -116,10 +121,6 @@ static _Thread_local int t_input_on_gpu;
  * measurement of its kernel and copies (gimg_ctx_add_gpu_times). */
 static _Thread_local gimg_cost_job t_gpu_job;
 static _Thread_local int t_gpu_job_set;
-/* GPU operations the calling thread (a lane) has timed: its first pays its
- * buffers' allocation, and the process's first the kernels' loading, so
- * neither measures the GPU's rates. */
-static _Thread_local int t_gpu_ops_timed;
 
 int gimg_built_with_cuda(void)
 {
@@ -810,9 +811,16 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
     ctx->gpu_kernel_ms += kernel_ms;
     ctx->gpu_transfer_ms += transfer_ms;
     /* The cost table's GPU figures, as this machine's GPU gives them: its
-     * rates from warm operations only; what the process's first took
-     * beyond a warm one's prediction counts as start-up. */
-    if (job && t_gpu_ops_timed++ > 0) {
+     * rates from warm lanes' operations only; what the process's first
+     * took beyond a warm one's prediction counts as start-up. */
+    int warm = 0;
+#ifdef GIMG_HAVE_CUDA
+    if (job && ctx->n_gpus > 0) {
+        gpu_slot *slot = lane_slot(ctx);
+        warm = slot->timed[t_lane / ctx->n_gpus % (slot->n_lanes > 0 ? slot->n_lanes : 1)]++ > 0;
+    }
+#endif
+    if (job && warm) {
         gimg_cost_gpu_measure *m = &ctx->measured;
         const double bytes = (double)job->bytes;
         m->work[job->op] += job->op == GIMG_COST_CONV ? bytes * job->fmas_per_byte : bytes;
