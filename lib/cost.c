@@ -206,29 +206,26 @@ gimg_status gimg_cost_load(const char *path, gimg_cost_table *t)
 
 /* ---------------------------------------------------------- predictions */
 
-static double cpu_rate(const gimg_cost_table *t, gimg_cost_op op)
+/* Where an operation's rates lie in the table (gimg_cost_op's order): one
+ * thread's on the CPU, the GPU's. */
+static const size_t k_cpu_rate[] = {
+    offsetof(gimg_cost_table, conv_cpu_fmas_per_ms_per_thread),
+    offsetof(gimg_cost_table, stats_cpu_bytes_per_ms_per_thread),
+    offsetof(gimg_cost_table, hist_cpu_bytes_per_ms_per_thread),
+    offsetof(gimg_cost_table, orient_cpu_bytes_per_ms_per_thread),
+};
+static const size_t k_gpu_rate[] = {
+    offsetof(gimg_cost_table, conv_gpu_fmas_per_ms),
+    offsetof(gimg_cost_table, stats_gpu_bytes_per_ms),
+    offsetof(gimg_cost_table, hist_gpu_bytes_per_ms),
+    offsetof(gimg_cost_table, orient_gpu_bytes_per_ms),
+};
+static double rate(const gimg_cost_table *t, const size_t *where, gimg_cost_op op)
 {
-    switch (op) {
-    case GIMG_COST_CONV: return t->conv_cpu_fmas_per_ms_per_thread;
-    case GIMG_COST_STATS: return t->stats_cpu_bytes_per_ms_per_thread;
-    case GIMG_COST_HIST: return t->hist_cpu_bytes_per_ms_per_thread;
-    default: return t->orient_cpu_bytes_per_ms_per_thread;
-    }
+    return *(const double *)((const char *)t + where[op]);
 }
 
-static double gpu_rate(const gimg_cost_table *t, gimg_cost_op op)
-{
-    switch (op) {
-    case GIMG_COST_CONV: return t->conv_gpu_fmas_per_ms;
-    case GIMG_COST_STATS: return t->stats_gpu_bytes_per_ms;
-    case GIMG_COST_HIST: return t->hist_gpu_bytes_per_ms;
-    default: return t->orient_gpu_bytes_per_ms;
-    }
-}
-
-/* The image crosses both ways for the operations that make an image,
- * one way for the reports. */
-static double ways(gimg_cost_op op)
+double gimg_cost_copies(gimg_cost_op op)
 {
     return op == GIMG_COST_CONV || op == GIMG_COST_ORIENT ? 2.0 : 1.0;
 }
@@ -239,10 +236,11 @@ static void per_byte(const gimg_cost_table *t, const gimg_cost_job *job, gimg_gp
 {
     const double work = job->op == GIMG_COST_CONV ? job->fmas_per_byte : 1.0;
     const int threads = job->threads > 0 ? job->threads : 1;
-    *cpu_ms = work / (threads * cpu_rate(t, job->op));
+    *cpu_ms = work / (threads * rate(t, k_cpu_rate, job->op));
     const double copy = start == GIMG_GPU_SERVER ? t->server_ms_per_byte
                                                  : t->gpu_transfer_ms_per_byte;
-    *gpu_ms = ways(job->op) * copy + work / gpu_rate(t, job->op);
+    *gpu_ms = gimg_cost_copies(job->op) * copy +
+              work / rate(t, k_gpu_rate, job->op);
     /* A batch's images share the start-up: each pays its part. */
     const int shared = job->start_shared_by > 1 ? job->start_shared_by : 1;
     *start_ms = start == GIMG_GPU_COLD ? t->cuda_start_ms / shared
@@ -257,40 +255,6 @@ gimg_cost_prediction gimg_cost_predict(const gimg_cost_table *t, const gimg_cost
     const double bytes = (double)job->bytes;
     return (gimg_cost_prediction){.cpu_ms = bytes * cpu, .gpu_ms = fixed + bytes * gpu,
                                   .start_ms = fixed};
-}
-
-gimg_cost_prediction gimg_cost_predict_conv(const gimg_cost_table *t, size_t bytes,
-                                            double fmas_per_sample, int sample_bytes,
-                                            int threads, gimg_gpu_start start)
-{
-    gimg_cost_job job = {.op = GIMG_COST_CONV, .bytes = bytes, .threads = threads,
-                         .fmas_per_byte = fmas_per_sample / (sample_bytes > 0 ? sample_bytes : 1)};
-    return gimg_cost_predict(t, &job, start);
-}
-
-static gimg_cost_prediction predict_pass(const gimg_cost_table *t, gimg_cost_op op, size_t bytes,
-                                         int threads, gimg_gpu_start start)
-{
-    gimg_cost_job job = {.op = op, .bytes = bytes, .threads = threads};
-    return gimg_cost_predict(t, &job, start);
-}
-
-gimg_cost_prediction gimg_cost_predict_stats(const gimg_cost_table *t, size_t bytes, int threads,
-                                             gimg_gpu_start start)
-{
-    return predict_pass(t, GIMG_COST_STATS, bytes, threads, start);
-}
-
-gimg_cost_prediction gimg_cost_predict_hist(const gimg_cost_table *t, size_t bytes, int threads,
-                                            gimg_gpu_start start)
-{
-    return predict_pass(t, GIMG_COST_HIST, bytes, threads, start);
-}
-
-gimg_cost_prediction gimg_cost_predict_orient(const gimg_cost_table *t, size_t bytes,
-                                              int threads, gimg_gpu_start start)
-{
-    return predict_pass(t, GIMG_COST_ORIENT, bytes, threads, start);
 }
 
 gimg_cost_prediction gimg_cost_predict_jpeg(const gimg_cost_table *t, double megapixels,
@@ -583,10 +547,7 @@ int gimg_cost_merge_gpu(gimg_cost_table *t, const gimg_cost_gpu_measure *m)
         if (m->work[op] < min_work || m->kernel_ms[op] <= 0)
             continue;
         const double rate = m->work[op] / m->kernel_ms[op];
-        double *to = op == GIMG_COST_CONV ? &t->conv_gpu_fmas_per_ms
-                   : op == GIMG_COST_STATS ? &t->stats_gpu_bytes_per_ms
-                   : op == GIMG_COST_HIST ? &t->hist_gpu_bytes_per_ms
-                                          : &t->orient_gpu_bytes_per_ms;
+        double *to = (double *)((char *)t + k_gpu_rate[op]);
         if (rate >= 1e3 && rate <= 1e14) {
             *to = rate;
             changed = 1;

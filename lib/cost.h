@@ -87,6 +87,10 @@ typedef struct {
     double start_ms;           /* what the GPU pays before its work: start-up or round trip */
 } gimg_cost_prediction;
 
+/* How many times an operation's image crosses between host and GPU: 2 for
+ * the operations that make an image (there and back), 1 for the reports. */
+double gimg_cost_copies(gimg_cost_op op);
+
 /* The built-in figures. */
 void gimg_cost_defaults(gimg_cost_table *t);
 
@@ -97,19 +101,10 @@ gimg_status gimg_cost_parse(const char *text, const char *name, gimg_cost_table 
 /* gimg_cost_parse of a file (GIMG_E_IO when it cannot be read). */
 gimg_status gimg_cost_load(const char *path, gimg_cost_table *t);
 
-/* The predictions. conv: fmas_per_sample of the kernels, sample_bytes 1,
- * 2 or 4. jpeg: decoding and encoding `megapixels` once each. */
+/* The predictions: of an operation (job), and of the JPEG codecs for a
+ * batch, decoding and encoding `megapixels` once each. */
 gimg_cost_prediction gimg_cost_predict(const gimg_cost_table *t, const gimg_cost_job *job,
                                        gimg_gpu_start start);
-gimg_cost_prediction gimg_cost_predict_conv(const gimg_cost_table *t, size_t bytes,
-                                            double fmas_per_sample, int sample_bytes,
-                                            int threads, gimg_gpu_start start);
-gimg_cost_prediction gimg_cost_predict_stats(const gimg_cost_table *t, size_t bytes, int threads,
-                                             gimg_gpu_start start);
-gimg_cost_prediction gimg_cost_predict_hist(const gimg_cost_table *t, size_t bytes, int threads,
-                                            gimg_gpu_start start);
-gimg_cost_prediction gimg_cost_predict_orient(const gimg_cost_table *t, size_t bytes,
-                                              int threads, gimg_gpu_start start);
 gimg_cost_prediction gimg_cost_predict_jpeg(const gimg_cost_table *t, double megapixels,
                                             int threads, gimg_gpu_start start);
 /* auto's choice: 1 for the GPU, when it is predicted faster and no hard

@@ -825,8 +825,7 @@ void gimg_ctx_add_gpu_times(gimg_ctx *ctx, double kernel_ms, double transfer_ms)
         const double bytes = (double)job->bytes;
         m->work[job->op] += job->op == GIMG_COST_CONV ? bytes * job->fmas_per_byte : bytes;
         m->kernel_ms[job->op] += kernel_ms;
-        m->transfer_bytes +=
-            job->op == GIMG_COST_CONV || job->op == GIMG_COST_ORIENT ? 2 * bytes : bytes;
+        m->transfer_bytes += gimg_cost_copies(job->op) * bytes;
         m->transfer_ms += transfer_ms;
     } else if (job && !ctx->first_timed) {
         ctx->first_timed = 1;

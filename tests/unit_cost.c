@@ -81,13 +81,12 @@ static void test_defaults_are_the_measured_constants(void)
     /* Statistics, histograms and symmetries stay on the CPU for images of
      * common sizes on 16 threads (CUDA's start-up is more than they save). */
     const size_t big = (size_t)16384 * 16384 * 3;
-    gimg_cost_prediction p;
-    CHECK(gimg_cost_predict_stats(&t, big, 16, GIMG_GPU_COLD).cpu_ms <
-          gimg_cost_predict_stats(&t, big, 16, GIMG_GPU_COLD).gpu_ms);
-    p = gimg_cost_predict_hist(&t, big, 16, GIMG_GPU_COLD);
-    CHECK(p.cpu_ms < p.gpu_ms, "%g %g", p.cpu_ms, p.gpu_ms);
-    p = gimg_cost_predict_orient(&t, big, 16, GIMG_GPU_COLD);
-    CHECK(p.cpu_ms < p.gpu_ms, "%g %g", p.cpu_ms, p.gpu_ms);
+    static const gimg_cost_op passes[] = {GIMG_COST_STATS, GIMG_COST_HIST, GIMG_COST_ORIENT};
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+        const gimg_cost_job job = {.op = passes[i], .bytes = big, .threads = 16};
+        const gimg_cost_prediction p = gimg_cost_predict(&t, &job, GIMG_GPU_COLD);
+        CHECK(p.cpu_ms < p.gpu_ms, "op %d: %g %g", (int)passes[i], p.cpu_ms, p.gpu_ms);
+    }
 }
 
 /* ------------------------------------------------------------ format */
@@ -235,7 +234,10 @@ static void test_choice_follows_the_table(void)
     CHECK(gimg_auto_gpu_codecs_with(&gpu, 1, 16));
     CHECK(!gimg_auto_gpu_codecs_with(&gpu, 0, 16), "nothing to decode");
     /* The table's predictions are the model's figures. */
-    gimg_cost_prediction p = gimg_cost_predict_conv(&cpu, 1000, 10, 2, 4, GIMG_GPU_COLD);
+    /* 10 FMAs a sample of 2 bytes, on 4 threads. */
+    const gimg_cost_job conv = {.op = GIMG_COST_CONV, .bytes = 1000, .fmas_per_byte = 10 / 2.0,
+                                .threads = 4};
+    gimg_cost_prediction p = gimg_cost_predict(&cpu, &conv, GIMG_GPU_COLD);
     CHECK(fabs(p.cpu_ms - 1000 * 5 / (4 * 1e12)) < 1e-15, "%g", p.cpu_ms);
     p = gimg_cost_predict_jpeg(&cpu, 100, 4, GIMG_GPU_COLD);
     CHECK(fabs(p.gpu_ms - (1000 + 100 * 0.45)) < 1e-9 && p.start_ms == 1000, "%g", p.gpu_ms);
