@@ -67,8 +67,12 @@ GIMG_HD int gimg_hist_slot_of(double v, double lo, double hi, double width, int 
 #else
     double t = (v - lo) * (double)bins / width;
 #endif
-    int b = (int)t;
-    return b < bins ? b : bins - 1;
+    /* v lies in [lo, hi], so t in [0, bins] but where (v - lo) * bins
+     * overflows (a range across most of double's): inf or NaN then, the
+     * top bin, never a cast out of int's range. */
+    if (!(t < (double)bins))
+        return bins - 1;
+    return (int)t;
 }
 
 /*
