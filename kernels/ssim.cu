@@ -19,7 +19,9 @@
  *     b - off, off = floor(R / 2) (R / 2 for float), so that the squares
  *     stay small against R^2 (variances are shift-invariant; the means get
  *     off back before they enter S): 42 rows for a band's first chunk,
- *     then only the 32 new ones;
+ *     then only the 32 new ones, which (8-bit) were copied into shared
+ *     memory as they are (cp.async) while the previous chunk filtered, so
+ *     staging waits on no DRAM load but a band's first;
  *  2. the horizontal pass over those rows: a thread takes a run of 8
  *     centres of one channel (C samples apart), loads the 18 pairs under
  *     their windows once, and forms E_h[u], E_h[w] (11 FMAs each), then
@@ -44,13 +46,14 @@
  * the bands' 10 halo rows come from L2): 2 x 201 MB for an 8192x8192 RGB
  * 8-bit pair, 0.1 ms at an H100's copy rate, so the pass is bound by
  * arithmetic, not memory. Instructions executed per centre sample (RGB
- * 8-bit, Nsight Compute, version 5 below): staging ~10 (1.39 samples: a
+ * 8-bit, Nsight Compute, version 6 below): staging ~10 (1.39 samples: a
  * 4-sample load of each image, 8-bit sums and differences in 16-bit
  * lanes, two conversions, a store), horizontal ~57 (1.04 x (44 FMAs, 4.5
  * products, 2.25 loads, 2 stores, the index)), vertical ~54 (44 FMAs, 4.5
- * loads, the addresses), S 14 (ssim_of, one reciprocal), the row moves
- * and the loops: 157, 31.4 G for the pair, 0.95 ms at an H100's issue
- * rate (132 SMs x 4 x 32 lanes x 1.98 GHz) if every cycle issued. Target
+ * loads, the addresses), S 13 (ssim_of's 12, one reciprocal, and the
+ * sum), the copies, the row moves and the loops: 154, 31.0 G for the
+ * pair, 0.93 ms at an H100's issue rate (132 SMs x 4 x 32 lanes x 1.98
+ * GHz) if every cycle issued (82% do: 1.15 ms). Target
  * (issue 29): <= 2x gconv's fused separable Gaussian r5 on one such image
  * (0.613 ms on an H100), i.e. <= 1.23 ms.
  *
@@ -63,6 +66,7 @@
  *     (3) staging by row, fused S     H200   1.328    2.17       2.15    1.99
  *         the same                    H100   1.333    2.17       2.14    1.98
  *     (5) (u, w), rcp, row moves      H100   1.274    2.08       2.07    2.00
+ *     (6) prefetch, staging turned    H100   1.159    1.90       1.95    1.98
  * (2): 4-sample staging loads, bands of 8 chunks that keep the last 10
  * filtered rows for the next chunk. (3): a thread stages one column group
  * down the rows, S in 15 fused instructions, the rows' validity tested
@@ -74,7 +78,16 @@
  * 16-byte copies (it took 5 instructions a centre), staging with a
  * thread's rows' loads first and no per-row branches: 163 -> 157
  * instructions a centre, 75% of the schedulers' cycles issuing, 22 of 24
- * warps an SM active. The target is still missed by 4%. Tried in (5) and
+ * warps an SM active. (6): the next chunk's 8-bit rows copied by cp.async
+ * while this chunk filters (-1%: 1.26 ms), S in 12 instructions (the
+ * squares of V fused into their subtractions), and the staging stores
+ * made conflict-free (-9%: 1.16 ms; they had been a quarter of the
+ * shared-memory wavefronts, 54 M of 205 M, and the schedulers' idle
+ * cycles waiting on shared loads halved, 75.7% -> 82.3% issuing). Tried
+ * in (6) and not kept: the bands' length chosen per launch so that the
+ * wave's last round is full (1.28-1.45 ms against 1.26: 16 chunks for
+ * 8192x8192, and blocks that finish early are no loss when two share an
+ * SM). Tried in (5) and
  * not kept (H100, rgb8 ms, against (3)'s 1.33): equal shares of the
  * chunks block by block (1.43) or one band a strip (1.47), the blocks
  * drifting apart down the image; bands of 4, 6, 12 and 16 chunks (1.30 to
@@ -84,11 +97,11 @@
  * accuracy); fewer warps waiting at the three barriers a chunk (the
  * largest stall after "not selected").
  *
- * Shared memory: ~2000 128-byte wavefronts a chunk against ~3400 issue
+ * Shared memory: ~2300 128-byte wavefronts a chunk against ~3400 issue
  * cycles; the horizontal pass's lanes step down rows, the vertical pass's
  * along them, with odd row strides, so neither meets bank conflicts; the
- * staging stores of a lane's 4 consecutive pairs meet 4-way conflicts
- * (shared memory has the room).
+ * staging lanes turn their 4 consecutive pairs (Rot), so their stores
+ * meet none either.
  *
  * Accuracy: float throughout, but for the sums of S (double from each
  * thread's 8 centres on). The variance terms cancel: E[u^2] and U^2 carry
@@ -111,8 +124,10 @@
 #include "grid_reduce.cuh"
 #include "launch.cuh"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
+
 
 namespace {
 
@@ -228,6 +243,41 @@ __device__ __forceinline__ void pairs4(const Quad<float> &qa, const Quad<float> 
                             __fsub_rn(qa.t[j], qb.t[j]));
 }
 
+/* A staging lane's four pairs are 32 bytes of a row, so lanes 4 apart
+ * store into the same banks (8 wavefronts a warp's store, not 2: a quarter
+ * of the kernel's shared-memory traffic). So each lane of a group of four
+ * (gx / 4 % 4) turns its four samples by rot (byte permutations of the
+ * loaded words) and stores pair j at sample (j + rot) % 4: a warp's stores
+ * are conflict-free. Float samples keep their order. */
+template <typename T> struct Rot {
+    int rot;
+    unsigned sel0, sel1;
+    __device__ __forceinline__ explicit Rot(int gx) : rot(sizeof(T) < 4 ? gx >> 2 & 3 : 0)
+    {
+        /* PRMT selectors: output byte i <- byte (rot + i) % 4 of the word
+         * (8-bit); of (x, y), sample i being bytes 2i and 2i + 1, bytes
+         * (2 rot + i) % 8 and (2 rot + 4 + i) % 8 (16-bit). */
+        sel0 = sel1 = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            sel0 |= (unsigned)(sizeof(T) == 1 ? (rot + i) & 3 : (2 * rot + i) & 7) << 4 * i;
+            sel1 |= (unsigned)((2 * rot + 4 + i) & 7) << 4 * i;
+        }
+    }
+    __device__ __forceinline__ int slot(int j) const { return (j + rot) & 3; }
+    __device__ __forceinline__ void apply(Quad<T> &q) const;
+};
+template <> __device__ __forceinline__ void Rot<uint8_t>::apply(Quad<uint8_t> &q) const
+{
+    q.u = __byte_perm(q.u, 0, sel0);
+}
+template <> __device__ __forceinline__ void Rot<uint16_t>::apply(Quad<uint16_t> &q) const
+{
+    const uint2 v = q.u;
+    q.u = make_uint2(__byte_perm(v.x, v.y, sel0), __byte_perm(v.x, v.y, sel1));
+}
+template <> __device__ __forceinline__ void Rot<float>::apply(Quad<float> &) const {}
+
 /* Staging's thread layout: a thread keeps one group of 4 samples of a row
  * (one 4-16 byte load per image; lanes on consecutive groups: coalesced)
  * and goes down the rows RPP at a time. */
@@ -243,19 +293,22 @@ template <int C, int TW> struct Staging {
  * thread loads all its rows (up to 4 words an image in flight), then
  * converts and stores them. WHOLE: the thread's group lies inside the row
  * (all but the group that crosses the row's end), so it carries no
- * per-sample checks. (The stores of a group's 4 pairs meet 4-way bank
- * conflicts; shared memory has the room.) */
+ * per-sample checks, and its pairs are turned (Rot). */
 template <typename T, int C, int TW, int ROWS, bool WHOLE>
 __device__ __forceinline__ void stage_rows(float2 *s_in, const unsigned char *ra,
                                            size_t pitch_a, const unsigned char *rb,
                                            size_t pitch_b, int x, int n, int rows_in, int r0,
-                                           const Params &p)
+                                           const Rot<T> &turn, const Params &p)
 {
     typedef Shape<C, TW> S;
     typedef Staging<C, TW> L;
     constexpr int K = (ROWS + L::RPP - 1) / L::RPP; /* rows a thread, at most */
     constexpr int NB = 4 / sizeof(T) > 0 ? 4 / sizeof(T) : 1; /* rows in flight: 16 bytes */
     typedef decltype(Quad<T>::u) word;
+    float2 *d[4]; /* pair j's place in row r0 (turned: WHOLE) */
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        d[j] = s_in + r0 * S::LSP + (WHOLE ? turn.slot(j) : j);
 #pragma unroll
     for (int kb = 0; kb < K; kb += NB) {
         Quad<T> qa[NB], qb[NB];
@@ -278,19 +331,22 @@ __device__ __forceinline__ void stage_rows(float2 *s_in, const unsigned char *ra
         }
 #pragma unroll
         for (int k = 0; k < NB; k++) {
-            const int r = r0 + (kb + k) * L::RPP;
-            float2 *d = s_in + r * S::LSP;
+            const int r = r0 + (kb + k) * L::RPP, dr = (kb + k) * L::RPP * S::LSP;
             if (kb + k >= K) {
             } else if (r < rows_in) {
+                if (WHOLE) {
+                    turn.apply(qa[k]);
+                    turn.apply(qb[k]);
+                }
                 float2 uw[4];
                 pairs4(qa[k], qb[k], p, uw);
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    d[j] = WHOLE || x + j < n ? uw[j] : make_float2(0.0f, 0.0f);
+                    d[j][dr] = WHOLE || x + j < n ? uw[j] : make_float2(0.0f, 0.0f);
             } else if (r < ROWS) {
 #pragma unroll
                 for (int j = 0; j < 4; j++)
-                    d[j] = make_float2(0.0f, 0.0f);
+                    d[j][dr] = make_float2(0.0f, 0.0f);
             }
         }
     }
@@ -308,10 +364,13 @@ __device__ __forceinline__ void stage(float2 *s_in, const unsigned char *d_a, si
     const unsigned char *ra = d_a + (size_t)y * pitch_a + (size_t)x * sizeof(T);
     const unsigned char *rb = d_b + (size_t)y * pitch_b + (size_t)x * sizeof(T);
     s_in += 4 * gx;
+    const Rot<T> turn(gx);
     if (x + 4 <= n)
-        stage_rows<T, C, TW, ROWS, true>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, p);
+        stage_rows<T, C, TW, ROWS, true>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, turn,
+                                         p);
     else
-        stage_rows<T, C, TW, ROWS, false>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, p);
+        stage_rows<T, C, TW, ROWS, false>(s_in, ra, pitch_a, rb, pitch_b, x, n, rows_in, r0, turn,
+                                          p);
 }
 
 /* A plane's last 10 rows, [kTH, kTH + 10), moved to its first 10: 10 TWP
@@ -327,6 +386,112 @@ __device__ __forceinline__ void move_rows(float2 *plane)
     const float4 *src = reinterpret_cast<const float4 *>(plane + kTH * S::TWP);
     for (int i = threadIdx.x; i < kQuads; i += S::THREADS)
         dst[i] = src[i];
+}
+
+/* The next chunk's input, 8-bit samples on the wide tiles (the narrow
+ * ones would spill): its kTH new rows of both images copied as they are
+ * (cp.async, 16 bytes at a time: Prefetch) into s_in's rows [kTH, kRH),
+ * which only a band's first chunk uses, while this chunk filters; the
+ * next chunk's staging then converts from shared memory (stage_raw),
+ * waiting on no DRAM load. */
+template <typename T, int C, int TW> struct Raw {
+    typedef Shape<C, TW> S;
+    static constexpr bool ON = sizeof(T) == 1 && TW == wide_tw<C>(); /* narrow: registers */
+    static constexpr int RB = (S::LS * (int)sizeof(T) + 15) / 16 * 16; /* bytes a raw row */
+    static constexpr int SEGS = RB / 16;
+    static_assert(!ON || 2 * kTH * RB <= (kRH - kTH) * S::LSP * (int)sizeof(float2),
+                  "the raw rows fit s_in's unused rows");
+};
+__device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+/* A thread's share of the copies: segments i = thread + k THREADS of the
+ * 2 kTH SEGS (image, row, 16-byte segment), each a pointer that steps
+ * down kTH rows a chunk, so that a chunk's copies cost little. Segments
+ * past the row's end or the image's last row are not copied (their stale
+ * bytes stage to finite values under no valid centre's window); the one
+ * that crosses the row's end copies the row's bytes only and zero-fills
+ * the rest (the pitch's padding is never read). */
+template <typename T, int C, int TW> struct Prefetch {
+    typedef Raw<T, C, TW> R;
+    static constexpr int THREADS = Shape<C, TW>::THREADS;
+    static constexpr int K = (2 * kTH * R::SEGS + THREADS - 1) / THREADS;
+    const unsigned char *src[K]; /* the next chunk's bytes */
+    size_t step[K];              /* kTH rows */
+    int end[K];                  /* the first chunk row y with none: H - its row */
+    int bytes[K];                /* bytes before the row's end, 1-16 */
+    unsigned dst[K];             /* shared address */
+    /* Copies of rows [y, y + kTH) first. */
+    __device__ __forceinline__ Prefetch(unsigned char *s_raw, const unsigned char *d_a,
+                                        size_t pitch_a, const unsigned char *d_b,
+                                        size_t pitch_b, int n, int H, int xs, int y)
+    {
+        const int row_bytes = (n - xs) * (int)sizeof(T); /* from xs to the row's end */
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int i = threadIdx.x + k * THREADS;
+            const int img = i >= kTH * R::SEGS, j = i - img * (kTH * R::SEGS);
+            const int r = j / R::SEGS, seg = j - r * R::SEGS;
+            const size_t pitch = img ? pitch_b : pitch_a;
+            src[k] = (img ? d_b : d_a) + (size_t)(y + r) * pitch + (size_t)xs * sizeof(T) +
+                     16 * seg;
+            step[k] = kTH * pitch;
+            end[k] = i < 2 * kTH * R::SEGS && 16 * seg < row_bytes ? H - r : INT_MIN;
+            bytes[k] = min(row_bytes - 16 * seg, 16);
+            dst[k] = (unsigned)__cvta_generic_to_shared(s_raw + (img * kTH + r) * R::RB + 16 * seg);
+        }
+    }
+    /* The next chunk's rows: y, the first's row. */
+    __device__ __forceinline__ void issue(int y)
+    {
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (y < end[k] && bytes[k] == 16)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[k]),
+                             "l"(src[k])
+                             : "memory");
+            else if (y < end[k])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst[k]),
+                             "l"(src[k]), "r"(bytes[k])
+                             : "memory");
+            src[k] += step[k];
+        }
+    }
+};
+/* Stage 1 from the prefetched rows: as stage_rows, every group whole. */
+template <typename T, int C, int TW>
+__device__ __forceinline__ void stage_raw(float2 *s_in, const unsigned char *s_raw,
+                                          const Params &p)
+{
+    static_assert(sizeof(T) == 1, "8-bit samples");
+    typedef Shape<C, TW> S;
+    typedef Staging<C, TW> L;
+    typedef Raw<T, C, TW> R;
+    const int gx = threadIdx.x % L::GPR, r0 = threadIdx.x / L::GPR;
+    if (r0 >= L::RPP)
+        return;
+    const Rot<T> turn(gx);
+    float2 *d[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        d[j] = s_in + r0 * S::LSP + 4 * gx + turn.slot(j);
+    const unsigned char *src = s_raw + r0 * R::RB + 4 * gx;
+#pragma unroll
+    for (int k = 0; k < (kTH + L::RPP - 1) / L::RPP; k++) {
+        if (r0 + k * L::RPP < kTH) {
+            Quad<T> qa, qb;
+            qa.u = *reinterpret_cast<const uint32_t *>(src + k * L::RPP * R::RB);
+            qb.u = *reinterpret_cast<const uint32_t *>(src + (kTH + k * L::RPP) * R::RB);
+            turn.apply(qa);
+            turn.apply(qb);
+            float2 uw[4];
+            pairs4(qa, qb, p, uw);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                d[j][k * L::RPP * S::LSP] = uw[j];
+        }
+    }
 }
 
 /* 1 / x to about 1 ulp (MUFU.RCP): no range checks (S's denominator lies
@@ -379,19 +544,19 @@ __device__ __forceinline__ void horizontal(const float2 *s_in, float2 *s_h0, flo
  *   2 (2 cov + C2)        = vu - vw + 2 C2
  *   2 (vx + vy + C2)      = vu + vw + 2 C2
  * (mx + my = U + 2 off; 4 cov = vu - vw; 2 (vx + vy) = vu + vw), and S =
- * A1 A2 / (B1 B2) is the same with each factor doubled: 13 instructions.
- * Identical windows (w = 0) give A1 = B1 and A2 = B2 exactly, S within an
- * ulp of 1 (the fast division); the library reports a channel with no
- * differing sample as SSIM 1 itself (lib/compare.c), on every backend. */
+ * A1 A2 / (B1 B2) is the same with each factor doubled: 12 instructions,
+ * V^2 fused into the three terms that take it. Identical windows (w = 0)
+ * give A1 = B1 and A2 = B2 exactly, S within an ulp of 1 (the fast
+ * division); the library reports a channel with no differing sample as
+ * SSIM 1 itself (lib/compare.c), on every backend. */
 __device__ __forceinline__ float ssim_of(float2 m, float2 q, const Params &p)
 {
     const float vu = __fmaf_rn(-m.x, m.x, q.x); /* + 2 C2 */
-    const float vv = __fmul_rn(m.y, m.y);
-    const float vw = __fsub_rn(q.y, vv);
+    const float vw = __fmaf_rn(-m.y, m.y, q.y);
     const float a2 = __fsub_rn(vu, vw), b2 = __fadd_rn(vu, vw);
     const float su = __fadd_rn(m.x, p.off2);
     const float ss = __fmaf_rn(su, su, p.c1x2);
-    const float a1 = __fsub_rn(ss, vv), b1 = __fadd_rn(ss, vv);
+    const float a1 = __fmaf_rn(-m.y, m.y, ss), b1 = __fmaf_rn(m.y, m.y, ss);
     return __fmul_rn(__fmul_rn(a1, a2), rcp_approx(__fmul_rn(b1, b2)));
 }
 
@@ -435,6 +600,7 @@ ssim_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
     float2 *s_in = s_mem;                    /* kRH x LSP: (u, w) */
     float2 *s_h0 = s_in + kRH * S::LSP;      /* kRH x TWP: rows' E[u], E[w] */
     float2 *s_h1 = s_h0 + kRH * S::TWP;      /* kRH x TWP: rows' E[u^2], E[w^2] */
+    unsigned char *s_raw = reinterpret_cast<unsigned char *>(s_in + kTH * S::LSP);
     __shared__ double s_red[S::THREADS / 32 * C];
     __shared__ bool s_last;
 
@@ -453,24 +619,39 @@ ssim_kernel(const unsigned char *__restrict__ d_a, size_t pitch_a,
         /* Centre (xs + 5 C + i, ys + 5 + t) has its window's corner at
          * staged sample i, row t. */
         const int xs = strip * TW;
+        Prefetch<T, C, TW> pf(s_raw, d_a, pitch_a, d_b, pitch_b, n, H, xs,
+                              chunk0 * kTH + kTH + 2 * GIMG_SSIM_RADIUS);
         for (int c = 0; c < run; c++) {
             const int ys = (chunk0 + c) * kTH;
+            /* The next chunk's new rows, to prefetch once s_in's rows
+             * [kTH, kRH) are free. */
+            const bool ahead = Raw<T, C, TW>::ON && c + 1 < run;
+            const int y_next = ys + kTH + 2 * GIMG_SSIM_RADIUS;
             if (c == 0) {
                 stage<T, C, TW, kRH>(s_in, d_a, pitch_a, d_b, pitch_b, n, H, xs, ys, p);
                 __syncthreads();
                 horizontal<C, TW, kRH>(s_in, s_h0, s_h1, 0, p);
             } else {
+                if constexpr (Raw<T, C, TW>::ON)
+                    cp_async_wait_all(); /* this thread's share of the rows */
                 __syncthreads(); /* the last chunk's vertical pass is done with the planes */
                 /* Their last 10 rows are this chunk's first 10: moved up,
                  * so that only the 32 new rows are filtered. */
                 move_rows<C, TW>(s_h0);
                 move_rows<C, TW>(s_h1);
-                stage<T, C, TW, kTH>(s_in, d_a, pitch_a, d_b, pitch_b, n, H, xs,
+                if constexpr (Raw<T, C, TW>::ON)
+                    stage_raw<T, C, TW>(s_in, s_raw, p);
+                else
+                    stage<T, C, TW, kTH>(s_in, d_a, pitch_a, d_b, pitch_b, n, H, xs,
                                          ys + 2 * GIMG_SSIM_RADIUS, p);
                 __syncthreads();
+                if (ahead)
+                    pf.issue(y_next);
                 horizontal<C, TW, kTH>(s_in, s_h0, s_h1, 2 * GIMG_SSIM_RADIUS, p);
             }
             __syncthreads();
+            if (ahead && c == 0)
+                pf.issue(y_next);
             /* Stage 3, from the planes, which the next chunk changes only
              * after its first barrier (and the next strip's after its
              * staging barrier). */
