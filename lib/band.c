@@ -132,15 +132,19 @@ struct gimg_band_reader {
     gimg_meta *late_meta;    /* what the last band brought (codec.h) */
 };
 
-int gimg_band_rows(const gimg_info *info, int band_rows)
+int gimg_band_rows(const gimg_info *info, int band_rows, uint64_t whole_bytes)
 {
     if (band_rows > 0)
         return band_rows < info->height ? band_rows : 0;
     const uint64_t pixels = (uint64_t)info->width * (uint64_t)info->height;
-    if (pixels <= GIMG_BAND_MIN_PIXELS)
+    const uint64_t budget = gimg_max_memory();
+    if (pixels <= GIMG_BAND_MIN_PIXELS && whole_bytes <= budget)
         return 0;
     const size_t row_bytes = (size_t)info->width * (size_t)info->channels * info->sample;
-    const size_t rows = GIMG_BAND_BYTES / row_bytes;
+    size_t band_bytes = GIMG_BAND_BYTES;
+    if (budget / GIMG_BAND_SHARE < band_bytes)
+        band_bytes = (size_t)(budget / GIMG_BAND_SHARE);
+    const size_t rows = band_bytes / row_bytes;
     return rows < 1 ? 1 : rows < (size_t)info->height ? (int)rows : 0;
 }
 

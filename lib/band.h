@@ -29,11 +29,18 @@
 /* A default band's bytes: about this much (at least one row). */
 #define GIMG_BAND_BYTES ((size_t)16 << 20)
 
+/* A job in bands holds about this many bands' bytes (read-ahead, the
+ * work's rows, the writer's two buffers): a band takes at most the memory
+ * budget / GIMG_BAND_SHARE. */
+#define GIMG_BAND_SHARE 8
+
 /* The rows of a band for an image of info's layout: --band-rows's
  * band_rows when it is > 0 and less than the height; otherwise the
- * default band when the image has more than GIMG_BAND_MIN_PIXELS pixels;
- * 0 (read it whole) otherwise. */
-int gimg_band_rows(const gimg_info *info, int band_rows);
+ * default band when the image has more than GIMG_BAND_MIN_PIXELS pixels
+ * or its whole-image job (whole_bytes: what the tool holds for it) is
+ * over the memory budget (gimg_max_memory), a band then of at most the
+ * budget / GIMG_BAND_SHARE; 0 (read it whole) otherwise. */
+int gimg_band_rows(const gimg_info *info, int band_rows, uint64_t whole_bytes);
 
 typedef struct gimg_band_reader gimg_band_reader;
 

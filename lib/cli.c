@@ -42,7 +42,8 @@ enum {
     K_STRIP = -21,
     K_CODECS = -22,
     K_BAND_ROWS = -23,
-    K_NO_SERVER = -24
+    K_NO_SERVER = -24,
+    K_MAX_MEMORY = -25
 };
 
 /* Help texts that need numbers are built by common_help(); NULL here. */
@@ -73,6 +74,7 @@ static const gimg_cli_option k_common[] = {
                            "(as GIMG_SERVER=off does)",
      K_NO_SERVER},
     {"max-pixels", 0, "N", NULL, K_MAX_PIXELS},
+    {"max-memory", 0, "SIZE", NULL, K_MAX_MEMORY},
     {"band-rows", 0, "N", NULL, K_BAND_ROWS},
     {"jobs", 'j', "N", NULL, K_JOBS},
     {"files-from", 0, "FILE", "read more inputs from FILE ('-': standard input), one per line",
@@ -113,6 +115,15 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
         snprintf(buf, size, "refuse images of more than N pixels (default %llu)",
                  (unsigned long long)GIMG_DEFAULT_MAX_PIXELS);
         return buf;
+    case K_MAX_MEMORY: {
+        char now[32];
+        gimg_format_bytes(gimg_default_max_memory(), now, sizeof now);
+        snprintf(buf, size, "keep each image's job within SIZE bytes (suffixes K, M, G, T; or "
+                            "N%% of the memory), reading images in bands to stay within it "
+                            "(default: half the memory, here %s)",
+                 now);
+        return buf;
+    }
     case K_BAND_ROWS:
         snprintf(buf, size, "read an image taller than N rows N rows at a time (default: "
                             "images of more than %llu pixels, about %zu MB a band)",
@@ -377,6 +388,40 @@ gimg_status gimg_cli_parse_u64(const char *what, const char *s, uint64_t min, ui
     return GIMG_OK;
 }
 
+gimg_status gimg_cli_parse_size(const char *what, const char *s, uint64_t *out)
+{
+    /* A decimal number, then a binary suffix (K, M, G, T, alone or with
+     * "iB" or "B", either case) or "%" of the machine's memory. */
+    const char *p = s ? s : "";
+    if (!isdigit((unsigned char)*p))
+        return not_a_number(what, s ? s : "", "a size (as 512M, 2G or 25%)");
+    char *end;
+    errno = 0;
+    const double v = strtod(p, &end);
+    double unit = 1;
+    int percent = 0;
+    if (*end == '%' && end[1] == '\0') {
+        percent = 1;
+    } else if (*end) {
+        const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*end));
+        const char *rest = end + 1;
+        if (!u || !(rest[0] == '\0' || !strcmp(rest, "B") || !strcmp(rest, "iB") ||
+                    !strcmp(rest, "b") || !strcmp(rest, "ib")))
+            return not_a_number(what, s, "a size (as 512M, 2G or 25%)");
+        unit = ldexp(1.0, 10 * (int)(u - units + 1));
+    }
+    if (strpbrk(s, "xXeE"))
+        return not_a_number(what, s, "a size (as 512M, 2G or 25%)");
+    const double min = 65536, max = 0x1p62;
+    double bytes = percent ? v / 100 * 2.0 * (double)gimg_default_max_memory() : v * unit;
+    if (errno == ERANGE || !isfinite(v) || (percent && (v <= 0 || v > 100)) || bytes < min ||
+        bytes > max)
+        return gimg_fail(GIMG_E_USAGE, "%s: '%s' is out of range (64K to 4096P%s)", what, s,
+                         percent ? ", or 1% to 100% of the memory" : "");
+    *out = (uint64_t)bytes;
+    return GIMG_OK;
+}
+
 gimg_status gimg_cli_parse_double(const char *what, const char *s, double min, double max,
                                   double *out)
 {
@@ -513,6 +558,8 @@ static gimg_status apply(const gimg_cli_spec *spec, const gimg_cli_option *o, co
         return gimg_cli_parse_u64(name, arg, 1,
                                   (uint64_t)GIMG_MAX_DIMENSION * (uint64_t)GIMG_MAX_DIMENSION,
                                   &c->max_pixels);
+    case K_MAX_MEMORY:
+        return gimg_cli_parse_size(name, arg, &c->max_memory);
     case K_BAND_ROWS:
         if ((st = gimg_cli_parse_int(name, arg, 1, GIMG_MAX_DIMENSION, &v)))
             return st;
@@ -714,6 +761,7 @@ gimg_status gimg_cli_parse(const gimg_cli_spec *spec, int argc, char **argv,
     c->device.cpu_codecs = c->cpu_codecs; /* --device, given after --codecs, reset it */
     c->device.no_server = c->no_server;   /* and after --no-server */
     gimg_set_max_pixels(c->max_pixels);
+    gimg_set_max_memory(c->max_memory); /* 0: the default */
     return GIMG_OK;
 }
 

@@ -9,6 +9,7 @@
  *
  *   -o FILE, -f/--format FMT, --quality N, --png-level N,
  *   --device auto|cpu|gpu|gpu:N, --codecs auto|cpu, --max-pixels N,
+ *   --max-memory SIZE,
  *   -v/--verbose, -q/--quiet, -h/--help, --version
  *
  * --band-rows N for tools that read large images in bands
@@ -131,6 +132,8 @@ typedef struct {
     int cpu_codecs;          /* --codecs cpu (copied into device.cpu_codecs) */
     int no_server;           /* --no-server (copied into device.no_server) */
     uint64_t max_pixels;     /* --max-pixels; already passed to gimg_set_max_pixels() */
+    uint64_t max_memory;     /* --max-memory, 0 if not given (the default); already
+                                passed to gimg_set_max_memory() */
     int band_rows;           /* GIMG_CLI_WITH_BANDS: --band-rows, else 0 (the default
                                 bands, gimg_band_rows) */
     int verbose;             /* -v: report backend and timings on stderr */
@@ -198,6 +201,10 @@ gimg_status gimg_cli_parse_u64(const char *what, const char *s, uint64_t min, ui
  * hexadecimal floats are rejected. */
 gimg_status gimg_cli_parse_double(const char *what, const char *s, double min, double max,
                                   double *out);
+/* Byte sizes (--max-memory): a decimal number, then K, M, G or T (powers
+ * of 1024, alone or followed by "B" or "iB"), or "%" of the machine's
+ * memory (twice gimg_default_max_memory); 64 KiB to 2^62 bytes. */
+gimg_status gimg_cli_parse_size(const char *what, const char *s, uint64_t *out);
 
 #ifdef __cplusplus
 }

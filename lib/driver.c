@@ -220,6 +220,36 @@ static int keep_for_gpu(job *j, item *it, unsigned char *buf, size_t len, int ma
     return 1;
 }
 
+/* What the job holds for an image of info's layout read whole: the image,
+ * and each image the tool makes of its size beside it (a transform's
+ * output, ghist's equalized image). */
+static uint64_t whole_bytes(const job *j, const gimg_info *info)
+{
+    const uint64_t image = (uint64_t)info->width * (uint64_t)info->height *
+                           (uint64_t)info->channels * (uint64_t)info->sample;
+    uint64_t copies = 1 + (j->d->transform != NULL);
+    for (int k = 0; k < GIMG_DRIVER_IMAGES; k++)
+        copies += j->out[k].o.keeps_meta && j->out[k].o.spec;
+    return image * copies;
+}
+
+/* The memory budget's check of an image about to be read whole (why: what
+ * keeps it from bands, or NULL). */
+static gimg_status check_whole(const job *j, const gimg_info *info, const char *why)
+{
+    /* The pixel limit first: its message is the decoder's. */
+    gimg_status st = gimg_check_size(info->width, info->height, info->channels, info->sample,
+                                     NULL, NULL);
+    if (st)
+        return st;
+    const uint64_t need = whole_bytes(j, info);
+    if (need <= gimg_max_memory())
+        return GIMG_OK;
+    char what[160];
+    snprintf(what, sizeof what, "reading it whole%s%s", why ? " " : "", why ? why : "");
+    return gimg_check_memory(need, what);
+}
+
 static gimg_status decode_file(job *j, const char *path, const char *name, gimg_image *im,
                                item *it)
 {
@@ -246,10 +276,23 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
     if (gimg_probe_page(buf, len, &o, &info) == GIMG_OK) {
         /* A large image is kept as a file, for the lane to read in bands
          * (whether its codec and the tool's settings can is known there). */
-        const int band_rows = j->bands && !from_stdin ? gimg_band_rows(&info, j->c->band_rows)
-                                                      : 0;
+        const int band_rows = j->bands && !from_stdin
+                                  ? gimg_band_rows(&info, j->c->band_rows, whole_bytes(j, &info))
+                                  : 0;
         if (j->c->verbose)
             describe(j, name, &info, o.page);
+        /* Read whole: within the memory budget, or refused before any
+         * pixel is decoded. */
+        if (!band_rows &&
+            (st = check_whole(j, &info, from_stdin ? "(from standard input)"
+                                        : j->bands ? NULL
+                                                   : "(this job reads no image in bands)"))) {
+            if (from_stdin)
+                free(buf);
+            else
+                gimg_slurp_free(buf, len);
+            return st;
+        }
         if (band_rows) {
             im->width = info.width;
             im->height = info.height;
@@ -467,6 +510,12 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
      * metadata at the start: it needs it all then. */
     if (!st && r && !(d->bands.place && gimg_band_meta_follows(r)))
         st = d->bands.begin(d->user, j->ctx, &it->info, &header, &state);
+    if (!st && !state) {
+        const gimg_info layout = {.width = it->in.width, .height = it->in.height,
+                                  .channels = it->in.channels, .sample = it->in.sample};
+        st = check_whole(j, &layout, r ? "(the job needs every pixel at once)"
+                                       : "(its format has no row decoder)");
+    }
     if (!st && !state) {
         gimg_band_close(r);
         gimg_meta_free(header.meta);

@@ -87,6 +87,23 @@ typedef struct {
 void gimg_set_max_pixels(uint64_t max_pixels);
 uint64_t gimg_max_pixels(void);
 
+/* Process-wide memory budget in bytes (the tools' --max-memory). A tool
+ * plans each image's job from its header before reading its pixels: an
+ * image whose whole-image job would need more is read in bands small
+ * enough where its format and the job allow, and refused otherwise; and
+ * every buffer that grows with an image is checked against the budget
+ * before it is allocated (gimg_image_alloc). Default
+ * (gimg_default_max_memory): half the machine's memory, or of the
+ * process's cgroup limit when that is lower. */
+void gimg_set_max_memory(uint64_t bytes);
+uint64_t gimg_max_memory(void);
+uint64_t gimg_default_max_memory(void);
+/* GIMG_E_LIMIT when bytes are over the budget, the message "WHAT needs N,
+ * over the memory budget of M (raise it with --max-memory)". */
+gimg_status gimg_check_memory(uint64_t bytes, const char *what);
+/* bytes for people: "3.2 GiB", "768 KiB", "12 bytes". */
+void gimg_format_bytes(uint64_t bytes, char *buf, size_t size);
+
 /* Checks w x h x channels x sample against the limits and for overflow;
  * stores the tight row size and total size. */
 gimg_status gimg_check_size(int64_t width, int64_t height, int channels,

@@ -3,14 +3,77 @@
 #include "alloc_internal.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static _Atomic uint64_t g_max_pixels = GIMG_DEFAULT_MAX_PIXELS;
 
 void gimg_set_max_pixels(uint64_t max_pixels) { g_max_pixels = max_pixels; }
 uint64_t gimg_max_pixels(void) { return g_max_pixels; }
+
+/* 0: not set, the default then. */
+static _Atomic uint64_t g_max_memory;
+
+uint64_t gimg_default_max_memory(void)
+{
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)4 << 30;
+    /* A container's limit (cgroup v2: a number, or "max"). */
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "re");
+    if (f) {
+        unsigned long long limit;
+        if (fscanf(f, "%llu", &limit) == 1 && limit > 0 && limit < ram)
+            ram = limit;
+        fclose(f);
+    }
+    return ram / 2;
+}
+
+void gimg_set_max_memory(uint64_t bytes) { g_max_memory = bytes; }
+
+uint64_t gimg_max_memory(void)
+{
+    uint64_t m = g_max_memory;
+    if (!m) {
+        uint64_t unset = 0;
+        m = gimg_default_max_memory();
+        /* The first caller's answer stays (a set value wins the race). */
+        if (!atomic_compare_exchange_strong(&g_max_memory, &unset, m))
+            m = g_max_memory;
+    }
+    return m;
+}
+
+void gimg_format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+        return;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, size, v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+gimg_status gimg_check_memory(uint64_t bytes, const char *what)
+{
+    const uint64_t budget = gimg_max_memory();
+    if (bytes <= budget)
+        return GIMG_OK;
+    char need[32], have[32];
+    gimg_format_bytes(bytes, need, sizeof need);
+    gimg_format_bytes(budget, have, sizeof have);
+    return gimg_fail(GIMG_E_LIMIT, "%s needs %s, over the memory budget of %s (raise it with "
+                                   "--max-memory)", what, need, have);
+}
 
 gimg_status gimg_check_size(int64_t width, int64_t height, int channels,
                             gimg_sample sample, size_t *row_bytes, size_t *total_bytes)
@@ -53,6 +116,11 @@ gimg_status gimg_image_alloc(gimg_image *im, int width, int height, int channels
     gimg_status st = gimg_check_size(width, height, channels, sample, &row, &total);
     if (st)
         return st;
+    if (total > gimg_max_memory()) {
+        char what[64];
+        snprintf(what, sizeof what, "a %dx%d image of %d channels", width, height, channels);
+        return gimg_check_memory(total, what);
+    }
     void *p = gimg_alloc_large(total ? total : 1);
     if (!p)
         return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", total);

@@ -387,6 +387,15 @@ gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_op
         atomic_compare_exchange_strong(&g_loss_format, &none, f);
         atomic_fetch_or(&g_losses, lost);
     }
+    /* The memory budget: what an encoder allocates beside the image, about
+     * its size (the stream), three times for PNG (the filtered rows and
+     * the two candidate streams that race: codec_png.c). */
+    char what[64];
+    snprintf(what, sizeof what, "encoding it as %s", c->name);
+    const uint64_t image = (uint64_t)im->width * (uint64_t)im->height * (uint64_t)channels *
+                           (uint64_t)sample;
+    if ((st = gimg_check_memory(f == GIMG_FMT_PNG ? 3 * image : image, what)))
+        return st;
     gimg_image v;
     int owned;
     gimg_meta *meta = NULL;

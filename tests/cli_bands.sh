@@ -11,8 +11,9 @@
 # settings that need the whole image (compare mode, float order
 # statistics, --equalize, gconv's wrap border, gtranspose --op auto) still
 # work; an image over the default threshold (64 MP) is read in bands
-# without --band-rows. One PASS/FAIL/SKIP line per test; BIN and BUILD as
-# in cli_lib.sh.
+# without --band-rows, and so is one whose whole-image job is over the
+# memory budget (--max-memory), where what cannot is refused. One
+# PASS/FAIL/SKIP line per test; BIN and BUILD as in cli_lib.sh.
 TOOL=gstats
 . "$(dirname "$0")/cli_lib.sh"
 GS=$PROG
@@ -242,5 +243,55 @@ why=""
     why="the reports differ"; }
 rm -f big.pgm
 result default-threshold "$why"
+
+# The memory budget (--max-memory): a job over it is read in bands it fits
+# (-v says so; the same reports and outputs, byte for byte, as read whole);
+# what cannot be read in bands, or the output a rotation holds whole, is
+# refused past it: exit 1, "tool: file: ... --max-memory", no output.
+why=""
+for tool in "$GS" "$GH"; do
+    "$tool" rgb8.ppm >whole.txt && "$tool" -v --max-memory 64K rgb8.ppm >bands.txt 2>err.txt ||
+        { why="${tool##*/}: exit $?"; break; }
+    grep -q 'rgb8.ppm: read in [0-9]* bands of [0-9]* rows' err.txt ||
+        { why="${tool##*/}: not read in bands: $(tr '\n' '|' <err.txt | head -c 200)"; break; }
+    cmp -s whole.txt bands.txt || { why="${tool##*/}: the reports differ"; break; }
+done
+result budget-reports-in-bands "$why"
+why=""
+"$GC" --device cpu -k gaussian:1.5 rgb8.ppm whole.ppm &&
+    "$GC" --device cpu -v --max-memory 64K -k gaussian:1.5 rgb8.ppm bands.ppm 2>err.txt ||
+    why="exit $?"
+[ -z "$why" ] && { grep -q 'read in [0-9]* bands' err.txt || why="not read in bands"; }
+[ -z "$why" ] && { cmp -s whole.ppm bands.ppm || why="the outputs differ"; }
+"$GT" --device cpu --op rot90 rgb8.ppm whole.ppm &&
+    "$GT" --device cpu -v --max-memory 256K --op rot90 rgb8.ppm bands.ppm 2>err.txt ||
+    why="gtranspose: exit $?"
+[ -z "$why" ] && { grep -q 'read in [0-9]* bands' err.txt || why="gtranspose: not read in bands"; }
+[ -z "$why" ] && { cmp -s whole.ppm bands.ppm || why="gtranspose: the outputs differ"; }
+result budget-outputs-in-bands "$why"
+
+# 301 x 203 RGB: 183 KiB an image.
+mkdir -p e
+"$GC" -k 1 rgb8.ppm rgb8.bmp && "$GC" -k 1 rgb8.ppm rgb8-301.png ||
+    fail budget-setup "gconv to BMP or PNG failed"
+expect_fail budget-no-row-decoder 1 e -- "$GS" --max-memory 64K rgb8.bmp
+grep -q 'rgb8.bmp: reading it whole (its format has no row decoder) needs 179 KiB, over the memory budget of 64 KiB (raise it with --max-memory)' stderr.txt ||
+    fail budget-no-row-decoder-message "$(head -c 300 stderr.txt)"
+expect_fail budget-stdin 1 e -- sh -c "\"$GS\" --max-memory 64K - <rgb8-301.png"
+grep -q 'standard input: reading it whole (from standard input) needs 179 KiB, over the memory budget of 64 KiB' stderr.txt ||
+    fail budget-stdin-message "$(head -c 300 stderr.txt)"
+TOOL=gtranspose expect_fail budget-rotation-output 1 e -- "$GT" --device cpu --max-memory 128K \
+    --op rot90 rgb8.ppm e/out.ppm
+grep -q 'over the memory budget of 128 KiB' stderr.txt ||
+    fail budget-rotation-output-message "$(head -c 300 stderr.txt)"
+TOOL=gconv expect_fail budget-png-encoder 1 e -- "$GC" --device cpu --max-memory 256K -k 1 \
+    rgb8.ppm e/out.png
+grep -q 'e/out.png: encoding it as PNG needs .*over the memory budget of 256 KiB' stderr.txt ||
+    fail budget-png-encoder-message "$(head -c 300 stderr.txt)"
+for bad in 1 64 10x -5M 1e9 0% 101%; do
+    expect_fail "budget-usage-$bad" 2 e -- "$GS" --max-memory "$bad" rgb8.ppm
+done
+"$GS" --max-memory 25% rgb8.ppm >pct.txt && "$GS" rgb8.ppm >whole.txt && cmp -s pct.txt whole.txt
+result budget-percent "$([ $? = 0 ] || echo 'the reports differ')"
 
 exit $failed

@@ -274,14 +274,28 @@ static void test_band_rows(void)
     gimg_info small = {.width = 4096, .height = 4096, .channels = 3, .sample = GIMG_U8};
     gimg_info big = {.width = 16384, .height = 16384, .channels = 3, .sample = GIMG_U8};
     gimg_info wide = {.width = 1 << 24, .height = 8, .channels = 4, .sample = GIMG_F32};
-    CHECK(gimg_band_rows(&small, 0) == 0);
-    CHECK(gimg_band_rows(&small, 100) == 100);
-    CHECK(gimg_band_rows(&small, 4096) == 0);
-    const int rows = gimg_band_rows(&big, 0);
+    CHECK(gimg_band_rows(&small, 0, 0) == 0);
+    CHECK(gimg_band_rows(&small, 100, 0) == 100);
+    CHECK(gimg_band_rows(&small, 4096, 0) == 0);
+    const int rows = gimg_band_rows(&big, 0, 0);
     CHECK(rows >= 1 && (size_t)rows * 16384 * 3 <= GIMG_BAND_BYTES &&
               (size_t)(rows + 1) * 16384 * 3 > GIMG_BAND_BYTES,
           "%d rows", rows);
-    CHECK(gimg_band_rows(&wide, 0) == 1, "%d", gimg_band_rows(&wide, 0));
+    CHECK(gimg_band_rows(&wide, 0, 0) == 1, "%d", gimg_band_rows(&wide, 0, 0));
+
+    /* The memory budget: a whole-image job over it is read in bands of at
+     * most the budget / GIMG_BAND_SHARE, one at exactly the budget whole. */
+    const uint64_t saved = gimg_max_memory(), budget = (uint64_t)8 << 20;
+    gimg_set_max_memory(budget);
+    const size_t share = (size_t)(budget / GIMG_BAND_SHARE), row = 4096 * 3;
+    const int fit = gimg_band_rows(&small, 0, budget + 1);
+    CHECK(fit >= 1 && (size_t)fit * row <= share && (size_t)(fit + 1) * row > share, "%d rows",
+          fit);
+    CHECK(gimg_band_rows(&small, 0, budget) == 0);
+    CHECK(gimg_band_rows(&small, 7, budget + 1) == 7); /* --band-rows wins */
+    const int big_fit = gimg_band_rows(&big, 0, 0);
+    CHECK(big_fit >= 1 && (size_t)big_fit * 16384 * 3 <= share, "%d rows", big_fit);
+    gimg_set_max_memory(saved);
 }
 
 /* PNG: the tests of lib/codec_png.c's row decoder go here. */

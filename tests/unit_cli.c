@@ -388,6 +388,19 @@ static void test_common_values(void)
         CHECK(st == GIMG_E_USAGE, "%s '%s' gave status %d", bad[i][0], bad[i][1], st);
         CHECK(*gimg_last_error(), "%s '%s': no message", bad[i][0], bad[i][1]);
     }
+    /* --max-memory: set on success; not given, the default. */
+    reset();
+    CHECK(PARSE(&c, "--max-memory", "3M", "in") == GIMG_OK && c.max_memory == (3 << 20) &&
+              gimg_max_memory() == (3 << 20),
+          "%s: %llu", gimg_last_error(), (unsigned long long)gimg_max_memory());
+    reset();
+    CHECK(PARSE(&c, "in") == GIMG_OK && c.max_memory == 0 &&
+              gimg_max_memory() == gimg_default_max_memory(),
+          "default budget %llu", (unsigned long long)gimg_max_memory());
+    reset();
+    CHECK(PARSE(&c, "--max-memory", "1", "in") == GIMG_E_USAGE &&
+              strstr(gimg_last_error(), "out of range"),
+          "%s", gimg_last_error());
     /* --max-pixels is applied only when parsing succeeds. */
     reset();
     PARSE(&c, "--max-pixels", "5", "in");
@@ -495,6 +508,48 @@ static void test_parse_u64(void)
     CHECK(gimg_cli_parse_u64("--n", "268435456", 1, UINT64_MAX, &v) == GIMG_OK &&
               v == 268435456u,
           "2^28");
+}
+
+/* Sizes: binary suffixes, alone or with B / iB, either case; a percentage
+ * of the machine's memory; 64 KiB to 2^62; nothing else. */
+static void test_parse_size(void)
+{
+    static const struct {
+        const char *s;
+        uint64_t bytes;
+    } good[] = {
+        {"65536", 65536},          {"64K", 65536},
+        {"64k", 65536},            {"512M", (uint64_t)512 << 20},
+        {"512MiB", (uint64_t)512 << 20}, {"1.5G", (uint64_t)3 << 29},
+        {"2GB", (uint64_t)2 << 30}, {"1t", (uint64_t)1 << 40},
+        {"4194304T", (uint64_t)1 << 62},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 0;
+        CHECK(gimg_cli_parse_size("--max-memory", good[i].s, &v) == GIMG_OK &&
+                  v == good[i].bytes,
+              "'%s': %s, %llu", good[i].s, gimg_last_error(), (unsigned long long)v);
+    }
+    /* A percentage is of the machine's memory: twice the default budget. */
+    uint64_t half = 0, all = 0;
+    CHECK(gimg_cli_parse_size("--max-memory", "50%", &half) == GIMG_OK &&
+              gimg_cli_parse_size("--max-memory", "100%", &all) == GIMG_OK,
+          "%s", gimg_last_error());
+    const uint64_t def = gimg_default_max_memory();
+    CHECK(half + 1 >= def && half <= def + 1 && all + 2 >= 2 * def && all <= 2 * def + 2,
+          "50%% %llu, 100%% %llu, default %llu", (unsigned long long)half,
+          (unsigned long long)all, (unsigned long long)def);
+    static const char *const bad[] = {
+        "", "K", "-1M", "+1M", "1Q", "1MM", "1 M", " 1M", "1e9", "0x100000", "65535",
+        "0", "4194305T", "0%", "101%", "50%%", "1%M", "inf", "nan", "1.5.2G", "1Mi",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 42;
+        CHECK(gimg_cli_parse_size("--max-memory", bad[i], &v) == GIMG_E_USAGE && v == 42,
+              "'%s' accepted as %llu", bad[i], (unsigned long long)v);
+        CHECK(strstr(gimg_last_error(), "--max-memory"), "'%s': %s", bad[i],
+              gimg_last_error());
+    }
 }
 
 static void test_parse_double(void)
@@ -799,6 +854,7 @@ int main(void)
     RUN(test_device);
     RUN(test_parse_int);
     RUN(test_parse_u64);
+    RUN(test_parse_size);
     RUN(test_parse_double);
     RUN(test_help_text);
     RUN(test_usage_and_version);

@@ -1064,6 +1064,42 @@ static void test_check_size(void)
     CHECK(gimg_image_alloc(&im, 20000, 20000, 1, GIMG_U8) == GIMG_E_LIMIT && im.data == NULL,
           "alloc over the limit");
     gimg_image_free(&im);   /* harmless on a zeroed image */
+
+    /* The memory budget: the default is half the machine's memory; an
+     * image over the budget is refused before it is allocated, naming the
+     * option; at the budget it is allocated. */
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    CHECK(gimg_default_max_memory() > 0 &&
+              (pages <= 0 || gimg_default_max_memory() <= (uint64_t)pages * (uint64_t)page / 2),
+          "default budget %llu", (unsigned long long)gimg_default_max_memory());
+    gimg_set_max_memory((uint64_t)300 * 200 * 3);
+    CHECK(gimg_image_alloc(&im, 300, 201, 3, GIMG_U8) == GIMG_E_LIMIT && im.data == NULL,
+          "alloc over the budget");
+    CHECK(contains(gimg_last_error(), "--max-memory") &&
+              contains(gimg_last_error(), "a 300x201 image"),
+          "message: %s", gimg_last_error());
+    CHECK(gimg_image_alloc(&im, 300, 200, 3, GIMG_U8) == GIMG_OK && im.data, "alloc at it");
+    gimg_image_free(&im);
+    CHECK(gimg_check_memory(180000, "x") == GIMG_OK && gimg_check_memory(180001, "x") ==
+          GIMG_E_LIMIT, "check_memory at and past the budget");
+    CHECK(contains(gimg_last_error(), "x needs 176 KiB, over the memory budget of 176 KiB"),
+          "message: %s", gimg_last_error());
+    gimg_set_max_memory(0); /* the default again */
+    CHECK(gimg_max_memory() == gimg_default_max_memory(), "default not restored");
+    static const struct {
+        uint64_t bytes;
+        const char *text;
+    } sizes[] = {
+        {0, "0 bytes"},         {1023, "1023 bytes"},    {1024, "1.0 KiB"},
+        {(uint64_t)3 << 29, "1.5 GiB"}, {(uint64_t)100 << 20, "100 MiB"},
+        {UINT64_MAX, "16 EiB"},   {10 << 20, "10 MiB"}, {(uint64_t)9 << 20, "9.0 MiB"},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char buf[32];
+        gimg_format_bytes(sizes[i].bytes, buf, sizeof buf);
+        CHECK(!strcmp(buf, sizes[i].text), "%llu: '%s'", (unsigned long long)sizes[i].bytes,
+              buf);
+    }
 }
 
 /* A decode one pixel over a lowered limit fails before decoding, in every
