@@ -4,7 +4,7 @@
 #   make test       the CPU test suite (what CI runs)
 #   make test-gpu   the suite on the GPU, GPU == CPU differential tests and
 #                   compute-sanitizer runs (needs a CUDA GPU; exit 77 without);
-#                   TEST_GPU_PARTS="diff san cli" picks parts, TEST_GPU_DIFF=
+#                   TEST_GPU_PARTS="diff san cli auto" picks parts, TEST_GPU_DIFF=
 #                   "gpudiff_ssim ..." picks programs, TEST_GPU_CLI=
 #                   "cli_gconv.sh ..." picks CLI suites, TEST_GPU_TIMEOUT=900
 #                   bounds each parallel job (seconds)

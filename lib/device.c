@@ -545,7 +545,7 @@ struct gimg_remote *gimg_ctx_server(gimg_ctx *ctx, const gimg_cost_job *job)
     const gimg_cost_table *t = gimg_cost_for_auto();
     const gimg_cost_job shared = batch_job(ctx, job);
     gimg_cost_prediction p;
-    if (gimg_remote_up(ctx->remote)) {
+    if (gimg_remote_running(ctx->remote)) {
         if (!gimg_cost_choose_gpu(t, job, GIMG_GPU_SERVER, &p))
             return NULL;
     } else if (local_gpu_open(ctx) || !gimg_cost_choose_gpu(t, &shared, GIMG_GPU_COLD, &p) ||

@@ -327,6 +327,26 @@ static int look(gimg_remote *r)
     return up;
 }
 
+int gimg_remote_running(gimg_remote *r)
+{
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    if (r->state == UNKNOWN) {
+        gimg_status st = ping(r);
+        if (!st) {
+            r->state = UP;
+            r->was_up = 1;
+        } else if (!t_no_server) { /* one runs, and fails: not to be asked again */
+            r->state = DOWN;
+            snprintf(r->why, sizeof r->why, "%s", gimg_last_error());
+        }
+    }
+    int up = r->state == UP;
+    pthread_mutex_unlock(&r->lock);
+    return up;
+}
+
 int gimg_remote_prepare(gimg_remote *r, size_t work_bytes)
 {
     (void)work_bytes;

@@ -51,6 +51,11 @@ int gimg_remote_prepare(gimg_remote *r, size_t work_bytes);
  * cost table sends an operation to the server (gimg_ctx_server), and
  * looks for the server (starting it as above) the first time. */
 int gimg_remote_wanted(gimg_remote *r);
+/* 1 when a server already runs and serves this job: --device auto's
+ * first question, so that a warm server's round trip, not a cold start,
+ * is weighed. Looks the first time without starting one (none running:
+ * a later gimg_remote_wanted may still start it). */
+int gimg_remote_running(gimg_remote *r);
 /* 1 while the server serves this job (none has failed); was_up: 1 once
  * it served it, even if it failed since. why: what it failed with, or "". */
 int gimg_remote_up(gimg_remote *r);

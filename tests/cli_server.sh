@@ -210,6 +210,23 @@ grep -q "server: gimgd, started for this job, served 1 operation" v.txt || why+=
 "$GC" -k "$DENSE" --device cpu big.ppm big-cpu.ppm && cmp -s big-cpu.ppm big-auto.ppm || why+=" output differs"
 result auto-starts-for-large-job "$why"
 
+# A server already running is weighed warm: its round trip and the pixels'
+# way through it, not a start. With a start-up no job could pay for, the
+# big job goes to the running server; stopped, it stays here.
+printf 'conv_cpu_fmas_per_ms_per_thread 1e7\ncuda_start_ms 1e6\n' >warm.cost
+why=""
+GIMG_COST_TABLE=warm.cost "$GC" -j 1 -v -k "$DENSE" --device auto big.ppm big-warm.ppm 2>v.txt ||
+    why+=" running: exit $?"
+grep -q "server: gimgd served 1 operation" v.txt || why+=" running: $(grep -E 'auto|server' v.txt | tr '\n' '|')"
+cmp -s big-cpu.ppm big-warm.ppm || why+=" output differs"
+"$GD" --stop
+GIMG_COST_TABLE=warm.cost "$GC" -j 1 -v -k "$DENSE" --device auto big.ppm big-warm.ppm 2>v.txt ||
+    why+=" stopped: exit $?"
+grep -q "server:" v.txt && why+=" stopped: $(grep server: v.txt)"
+[ -S "$DIR/gimgd.sock" ] && why+=" a server started"
+result auto-weighs-running-server "$why"
+"$GC" -k box:1 --device gpu rgb8.ppm restart.ppm # the server again, for the tests below
+
 # ------------------------------------------------------------- bypass
 for how in --no-server GIMG_SERVER=off; do
     why=""

@@ -28,11 +28,12 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 trap '"$BIN"/gimgd --stop >/dev/null 2>&1; rm -rf "$logs"' EXIT
 
 # TEST_GPU_PARTS picks parts (default all): diff (the differential tests),
-# san (compute-sanitizer over them), cli (the CLI suites on the GPU), so
-# that a short lease can run them in separate calls. Every parallel job is
+# san (compute-sanitizer over them), cli (the CLI suites on the GPU), auto
+# (--device auto against cpu and gpu: tests/gpu_auto.sh), so that a short
+# lease can run them in separate calls. Every parallel job is
 # bounded by TEST_GPU_TIMEOUT seconds (a job over it fails, named) and says
 # how long it took, so the slow ones are plain to see.
-PARTS=${TEST_GPU_PARTS:-diff san cli}
+PARTS=${TEST_GPU_PARTS:-diff san cli auto}
 # TEST_GPU_CLI: the CLI suites to run (default: the tools', the batch,
 # compare, maxval, metadata and orientation suites), e.g. "cli_gconv.sh".
 CLI_SUITES=$(cd tests && echo ${TEST_GPU_CLI:-cli_g*.sh cli_batch.sh cli_compare.sh cli_maxval.sh cli_meta.sh cli_orient.sh})
@@ -116,6 +117,15 @@ esac
 for f in "$logs"/cli_*.log "$logs"/san*.log; do
     [ -f "$f" ] && cat "$f"
 done
+# auto last, alone on the machine, since it times: --device auto within 10%
+# of the faster of cpu and gpu over a grid, with and without the server.
+if part auto; then
+    echo "== --device auto against cpu and gpu (tests/gpu_auto.sh)"
+    start=$SECONDS
+    BIN=$BIN BUILD=$BUILD bash tests/gpu_auto.sh </dev/null >"$logs/auto.log" 2>&1
+    cat "$logs/auto.log"
+    echo "(gpu_auto.sh: $((SECONDS - start)) s)"
+fi
 
 passed=$(cat "$logs"/*.log 2>/dev/null | grep -c '^PASS: ')
 failed=$(cat "$logs"/*.log 2>/dev/null | grep -c '^FAIL: ')
