@@ -638,4 +638,23 @@ else
     fail hostile-meta "python3 could not write the files, or the plain one did not decode"
 fi
 
+# The writer's choice of stream (codec_png.c, lz_may_win): on a smooth
+# image (blurred noise, 1400x1400 RGB: 5.9 MB, past the samples' floor),
+# where LZ gains only a few percent, the default level keeps the
+# Huffman-only stream, the same bytes as level 1's; level 9 races
+# libdeflate, which wins there: a smaller file. All three decode to the
+# image.
+why=""
+GC=$BIN/gconv
+"$GEN" --seed 1 1400 1400 3 8 - | "$GC" -k gaussian:6 --scale 16 --bias -1912 - smooth.ppm ||
+    why="gen failed"
+for l in 1 6 9; do
+    [ -z "$why" ] && { "$GC" -k 1 --png-level $l smooth.ppm "smooth$l.png" || why="level $l: exit $?"; }
+    [ -z "$why" ] && { why=$(same smooth.ppm "smooth$l.png") || :; }
+done
+[ -z "$why" ] && { cmp -s smooth1.png smooth6.png || why="level 6 is not level 1's stream"; }
+[ -z "$why" ] && [ "$(wc -c <smooth9.png)" -ge "$(wc -c <smooth6.png)" ] &&
+    why="level 9 ($(wc -c <smooth9.png) bytes) is not smaller than 6 ($(wc -c <smooth6.png))"
+result writer-stream-by-level "$why"
+
 exit $failed
