@@ -24,16 +24,8 @@ BIN=${BIN:-bin}
 BUILD=${BUILD:-build}
 SIZES=${AUTO_SIZES:-4096 16384}
 RUNS=${AUTO_RUNS:-3}
-if ! "$BIN"/gconv --version | grep -q "CUDA support: built in" ||
-    ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "gpu_auto: needs a CUDA build and a GPU: skipped"
-    exit 77
-fi
-tmp=$(mktemp -d)
-export XDG_RUNTIME_DIR=$tmp/run XDG_CACHE_HOME=$tmp/cache
-mkdir -m 700 "$XDG_RUNTIME_DIR"
-unset GIMG_SERVER GIMGD_DEVICE GIMG_DEVICE GIMG_CODECS GIMG_COST_TABLE GIMG_COST_CACHE
-trap '"$BIN"/gimgd --stop >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+. tests/gpu_lib.sh
+gpu_private_setup gpu_auto
 failed=0
 
 # kernel N: an N x N kernel of random integer taps (seeded), one row a line.

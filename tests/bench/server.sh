@@ -21,16 +21,8 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin}
 BUILD=${BUILD:-build}
 N=${SERVER_MAKE_IMAGES:-500}
-if ! "$BIN"/gconv --version | grep -q "CUDA support: built in" ||
-    ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "bench-server: needs a CUDA build and a GPU: skipped"
-    exit 77
-fi
-tmp=$(mktemp -d)
-export XDG_RUNTIME_DIR=$tmp/run
-mkdir -m 700 "$XDG_RUNTIME_DIR"
-unset GIMG_SERVER GIMGD_DEVICE GIMG_DEVICE GIMG_CODECS
-trap '"$BIN"/gimgd --stop; rm -rf "$tmp"' EXIT
+. tests/gpu_lib.sh
+gpu_private_setup bench-server
 failed=0
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 # med N COMMAND...: the median wall time of N runs in ms, after a warm-up.
