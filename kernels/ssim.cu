@@ -118,7 +118,11 @@
  * models (their waves differ), never between runs on one device (tested).
  *
  * Devices whose blocks cannot opt in to the wide tiles' shared memory
- * (Turing: 64 KiB) take tiles half as wide: the same code.
+ * (Turing: 64 KiB) take tiles half as wide: the same code, without the
+ * prefetch (cp.async is sm_80's; the narrow tiles would spill with it).
+ * sm_75's build of the wide RGB tiles, which Turing never launches, spills
+ * 8 bytes; sm_80's spills 8 to 40 bytes in the wide rgb8, rgba8 and rgb16
+ * kernels (sm_90's none; the A100 is not measured).
  */
 #include "ssim.h"
 #include "grid_reduce.cuh"
@@ -394,9 +398,15 @@ __device__ __forceinline__ void move_rows(float2 *plane)
  * which only a band's first chunk uses, while this chunk filters; the
  * next chunk's staging then converts from shared memory (stage_raw),
  * waiting on no DRAM load. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool kCpAsync = false; /* cp.async: sm_80 and later */
+#else
+constexpr bool kCpAsync = true;
+#endif
 template <typename T, int C, int TW> struct Raw {
     typedef Shape<C, TW> S;
-    static constexpr bool ON = sizeof(T) == 1 && TW == wide_tw<C>(); /* narrow: registers */
+    /* Not on the narrow tiles: their registers would spill. */
+    static constexpr bool ON = kCpAsync && sizeof(T) == 1 && TW == wide_tw<C>();
     static constexpr int RB = (S::LS * (int)sizeof(T) + 15) / 16 * 16; /* bytes a raw row */
     static constexpr int SEGS = RB / 16;
     static_assert(!ON || 2 * kTH * RB <= (kRH - kTH) * S::LSP * (int)sizeof(float2),
@@ -404,7 +414,9 @@ template <typename T, int C, int TW> struct Raw {
 };
 __device__ __forceinline__ void cp_async_wait_all()
 {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
 }
 /* A thread's share of the copies: segments i = thread + k THREADS of the
  * 2 kTH SEGS (image, row, 16-byte segment), each a pointer that steps
@@ -445,6 +457,7 @@ template <typename T, int C, int TW> struct Prefetch {
     /* The next chunk's rows: y, the first's row. */
     __device__ __forceinline__ void issue(int y)
     {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800 /* else never called: Raw::ON */
 #pragma unroll
         for (int k = 0; k < K; k++) {
             if (y < end[k] && bytes[k] == 16)
@@ -457,6 +470,7 @@ template <typename T, int C, int TW> struct Prefetch {
                              : "memory");
             src[k] += step[k];
         }
+#endif
     }
 };
 /* Stage 1 from the prefetched rows: as stage_rows, every group whole. */
