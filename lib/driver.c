@@ -284,9 +284,11 @@ static gimg_status decode_file(job *j, const char *path, const char *name, gimg_
         /* Read whole: within the memory budget, or refused before any
          * pixel is decoded. */
         if (!band_rows &&
-            (st = check_whole(j, &info, from_stdin ? "(from standard input)"
-                                        : j->bands ? NULL
-                                                   : "(this job reads no image in bands)"))) {
+            (st = check_whole(j, &info, from_stdin    ? "(from standard input)"
+                                        : j->bands      ? NULL
+                                        : j->d->bands.begin
+                                            ? "(for a GPU; --device cpu reads it in bands)"
+                                            : "(this tool reads no image in bands)"))) {
             if (from_stdin)
                 free(buf);
             else
