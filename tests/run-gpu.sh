@@ -122,7 +122,8 @@ done
 if part auto; then
     echo "== --device auto against cpu and gpu (tests/gpu_auto.sh)"
     start=$SECONDS
-    BIN=$BIN BUILD=$BUILD bash tests/gpu_auto.sh </dev/null >"$logs/auto.log" 2>&1
+    BIN=$BIN BUILD=$BUILD timeout "$LIMIT" bash tests/gpu_auto.sh </dev/null >"$logs/auto.log" 2>&1
+    [ $? -eq 124 ] && echo "FAIL: gpu_auto.sh: timed out after $LIMIT s" >>"$logs/auto.log"
     cat "$logs/auto.log"
     echo "(gpu_auto.sh: $((SECONDS - start)) s)"
 fi
