@@ -50,6 +50,10 @@
       uint64_t v = 7; st = gimg_cli_parse_u64("--n", s, 1, UINT64_MAX - 1, &v);                \
       FUZZ_CHECK(st ? v == 7 : (v >= 1 && v < UINT64_MAX), "'%s' gave %llu", s,                \
                  (unsigned long long)v);)                                                      \
+    X(size, "512M\n1.5G\n25%\n65536\n2GiB",                                                  \
+      uint64_t v = 7; st = gimg_cli_parse_size("--max-memory", s, &v);                          \
+      FUZZ_CHECK(st ? v == 7 : (v >= 65536 && v <= (uint64_t)1 << 62), "'%s' gave %llu", s,    \
+                 (unsigned long long)v);)                                                      \
     X(double, "1.5\n-2e-3\n.5\n1e308",                                                         \
       double v = 7; st = gimg_cli_parse_double("--x", s, -1e6, 1e6, &v);                       \
       FUZZ_CHECK(st ? v == 7 : (isfinite(v) && v >= -1e6 && v <= 1e6), "'%s' gave %g", s, v);)                                                                                   \
