@@ -56,7 +56,7 @@ WARN := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wstrict-prototypes
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -pthread -fopenmp $(WARN) -Ilib -Ikernels -isystem $(STB_INCLUDE)
 DEFLATE_CFLAGS ?=
-DEFLATE_LIBS ?= -ldeflate
+DEFLATE_LIBS ?= -ldeflate -lz
 # The codecs' libraries (lib/codec.h): libjpeg-turbo, libspng, libtiff,
 # libwebp (with its demux and mux), giflib. IMAGE_CFLAGS/IMAGE_LIBS point elsewhere.
 IMAGE_CFLAGS ?=

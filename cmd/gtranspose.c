@@ -13,6 +13,7 @@
 #include "gimg_orient.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define TOOL "gtranspose"
 
@@ -45,41 +46,78 @@ static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gi
 }
 
 /* An image read in bands (gimg(7) LARGE IMAGES): each band put where the
- * symmetry sends it in the output, which is held whole (one image, not
- * two). --op auto, whose symmetry may come from metadata that follows the
+ * symmetry sends it, in an output spooled through a temporary file and
+ * written as its rows come out (spool_begin), or, where the output cannot
+ * be written so, in the output held whole (begin: one image, not two).
+ * --op auto, whose symmetry may come from metadata that follows the
  * pixels, reads the image whole. */
+typedef struct {
+    gimg_image header;           /* the input's layout (no metadata) */
+    gimg_orient_spool *spool;    /* NULL: the output is held whole */
+} band_state;
+
+static gimg_status start_bands(const gimg_image *header, band_state **b)
+{
+    if (!(*b = calloc(1, sizeof **b)))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    (*b)->header = *header;
+    (*b)->header.meta = NULL;
+    return GIMG_OK;
+}
+
 static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                                const gimg_image *header, void **state)
 {
     settings *s = user;
+    band_state *b = NULL;
     *state = NULL;
     if (s->op == GIMG_ORIENT_AUTO)
         return GIMG_OK;
-    gimg_image *copy = malloc(sizeof *copy);
-    if (!copy)
-        return gimg_fail(GIMG_E_NOMEM, "out of memory");
-    gimg_status st = gimg_orient_bands_begin(header, s->op, &item->image[0]);
-    if (st) {
-        free(copy);
-        return st;
-    }
-    *copy = *header;
-    copy->meta = NULL;
-    *state = copy;
-    return GIMG_OK;
+    gimg_status st = start_bands(header, &b);
+    if (!st && (st = gimg_orient_bands_begin(header, s->op, &item->image[0])))
+        free(b);
+    *state = st ? NULL : b;
+    return st;
+}
+
+static gimg_status bands_spool_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                                     const gimg_image *header, int band_rows,
+                                     gimg_image *layout, void **state)
+{
+    settings *s = user;
+    band_state *b = NULL;
+    *state = NULL;
+    memset(layout, 0, sizeof *layout);
+    if (s->op == GIMG_ORIENT_AUTO)
+        return GIMG_OK;
+    gimg_status st = start_bands(header, &b);
+    if (!st && (st = gimg_orient_spool_begin(header, s->op, band_rows, layout, &b->spool)))
+        free(b);
+    *state = st ? NULL : b;
+    return st;
 }
 
 static gimg_status bands_place(void *user, void *state, gimg_driver_item *item,
                                const gimg_image *band, int y0)
 {
     const settings *s = user;
-    gimg_orient_bands_add(state, s->op, band, y0, &item->image[0]);
+    band_state *b = state;
+    if (b->spool)
+        return gimg_orient_spool_add(b->spool, band, y0);
+    gimg_orient_bands_add(&b->header, s->op, band, y0, &item->image[0]);
     return GIMG_OK;
+}
+
+static gimg_status bands_next(void *user, void *state, gimg_image *out, int *out_y0)
+{
+    return gimg_orient_spool_next(((band_state *)state)->spool, out, out_y0);
 }
 
 static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FILE *out)
 {
-    free(state);
+    band_state *b = state;
+    gimg_orient_spool_free(b->spool);
+    free(b);
     return GIMG_OK;
 }
 
@@ -107,7 +145,11 @@ int main(int argc, char **argv)
     const gimg_driver driver = {
         .tool = TOOL,
         .transform = transform,
-        .bands = {.begin = bands_begin, .place = bands_place, .end = bands_end},
+        .bands = {.begin = bands_begin,
+                  .spool_begin = bands_spool_begin,
+                  .place = bands_place,
+                  .next = bands_next,
+                  .end = bands_end},
         .user = &s,
     };
     return gimg_drive(&driver, &c);

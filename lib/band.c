@@ -300,7 +300,7 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
 
 int gimg_band_meta_follows(const gimg_band_reader *b)
 {
-    return b->codec->rows_meta_follows;
+    return b->codec->rows_meta_follows && b->codec->rows_meta_follows(b->rows);
 }
 
 gimg_meta *gimg_band_take_meta(gimg_band_reader *b)
@@ -326,33 +326,46 @@ void gimg_band_close(gimg_band_reader *b)
 /* -------------------------------------------------------------- writing */
 
 /*
- * Write-behind: rows are encoded into one of two buffers, which a thread
- * of the writer's writes to the file while the caller computes the next
- * rows (a write() of the page cache costs about what a blur of the rows
- * does). A write's failure, recorded on that thread, is recorded again
- * on the caller's when it next hands rows over, or at close.
+ * Write-behind: the caller's rows are copied into one of two buffers,
+ * which a thread of the writer's encodes (the codec's row writer:
+ * codec.h's wrows_*) and writes to the file while the caller computes
+ * the next rows (a write() of the page cache, or a PNG's compression,
+ * costs about what a blur of the rows does). A failure there, recorded
+ * on that thread, is recorded again on the caller's when it next hands
+ * rows over, or at close.
  */
 struct gimg_band_writer {
     const char *path;
-    gimg_format format;
-    gimg_image layout;     /* width, height, channels, sample (no data) */
+    const gimg_codec *codec;
+    gimg_write_opts opts;
+    gimg_image layout;     /* the output's size, layout, metadata (borrowed) */
+    gimg_meta *meta;       /* what the format gets of it (write.c's rule) */
+    int meta_owned;
+    void *rows;            /* the codec's row writer, opened with the first rows */
     gimg_out_file *file;   /* opened with the first rows */
-    size_t row_bytes;      /* a row as the file holds it */
     int rows_written;      /* rows handed over */
-    unsigned char *buf[2]; /* rows as the file holds them */
-    size_t cap[2], fill[2];
+    gimg_image buf[2];     /* copies of the rows handed over */
+    int buf_rows[2];       /* the rows each was allocated for */
     int slot;              /* the buffer the caller fills next; the other, the
-                              worker's while it writes it */
+                              worker's while it encodes and writes it */
     worker behind;
     gimg_status write_st;  /* the worker's first failure */
     char why[512];
 };
 
+/* Encodes the rows of buf[k] and writes what they complete. */
+static gimg_status encode_rows(gimg_band_writer *b, int k)
+{
+    const unsigned char *bytes;
+    size_t len;
+    gimg_status st = b->codec->wrows_put(b->rows, &b->buf[k], &bytes, &len);
+    return st || !len ? st : gimg_out_write(b->file, bytes, len);
+}
+
 static void write_behind(void *arg)
 {
     gimg_band_writer *b = arg;
-    const int k = 1 - b->slot;
-    if (!b->write_st && (b->write_st = gimg_out_write(b->file, b->buf[k], b->fill[k])))
+    if (!b->write_st && (b->write_st = encode_rows(b, 1 - b->slot)))
         snprintf(b->why, sizeof b->why, "%s", gimg_last_error());
 }
 
@@ -363,46 +376,80 @@ static gimg_status wait_written(gimg_band_writer *b)
     return b->write_st ? gimg_fail(b->write_st, "%s", b->why) : GIMG_OK;
 }
 
-gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
+gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout, int meta_complete,
                                   const gimg_write_opts *o, gimg_band_writer **w)
 {
     *w = NULL;
     if (!path || !strcmp(path, "-"))
         return GIMG_OK;
     const gimg_format f = gimg_output_format(path, o, layout);
-    const int fits = (f == GIMG_FMT_PAM && layout->sample != GIMG_F32) ||
-                     (f == GIMG_FMT_PNM && layout->sample != GIMG_F32 && layout->channels % 2);
-    if (!fits)
+    const gimg_codec *c = gimg_codec_of(f);
+    if (!c || !c->wrows_open || (c->meta && !meta_complete))
+        return GIMG_OK;
+    /* Only an image the codec takes as it is (write.c converts others). */
+    int channels = layout->channels;
+    gimg_sample sample = layout->sample;
+    c->layout(&channels, &sample);
+    if (channels != layout->channels || sample != layout->sample ||
+        !gimg_io_maxval_kept(layout, c->maxval_rule))
         return GIMG_OK;
     gimg_band_writer *b = calloc(1, sizeof *b);
     if (!b)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     b->path = path;
-    b->format = f;
+    b->codec = c;
+    b->opts = *o;
     b->layout = *layout;
     b->layout.data = NULL;
-    b->layout.meta = NULL;
-    gimg_io_note_dropped_meta(layout->meta, o, f);
+    gimg_status st = gimg_io_meta_for(layout->meta, c, o, &b->meta, &b->meta_owned);
+    if (st) {
+        free(b);
+        return st;
+    }
     *w = b;
     return GIMG_OK;
 }
 
-/* The header, with the maxval the first rows have, and the thread (a
- * thread that cannot start leaves the writing to the caller). */
+/* The codec's row writer, with the maxval the first rows have, the file
+ * and its first bytes, and the thread (a thread that cannot start leaves
+ * the work to the caller). */
 static gimg_status start_writing(gimg_band_writer *b, unsigned maxval)
 {
     gimg_image head = b->layout;
     head.maxval = maxval;
+    head.meta = b->meta;
     b->layout.maxval = maxval;
-    char hdr[GIMG_PNM_HEADER_MAX];
+    if (!gimg_io_maxval_kept(&head, b->codec->maxval_rule))
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: a maxval the format would "
+                                       "rescale");
+    const unsigned char *bytes;
     size_t len;
     gimg_status st;
-    if (!(b->row_bytes = gimg_pnm_row_bytes(&head)))
-        return gimg_fail(GIMG_E_LIMIT, "image too large to encode");
-    if ((st = gimg_pnm_header(&head, b->format, hdr, sizeof hdr, &len)) ||
-        (st = gimg_out_open(b->path, &b->file)) || (st = gimg_out_write(b->file, hdr, len)))
+    if ((st = b->codec->wrows_open(&head, &b->opts, &b->rows, &bytes, &len)) ||
+        (st = gimg_out_open(b->path, &b->file)) || (len && (st = gimg_out_write(b->file, bytes, len))))
         return st;
     worker_start(&b->behind, write_behind, b);
+    return GIMG_OK;
+}
+
+/* Copies band into buffer k (packed rows, grown as needed). */
+static gimg_status copy_band(gimg_band_writer *b, int k, const gimg_image *band)
+{
+    gimg_image *to = &b->buf[k];
+    const size_t row = (size_t)band->width * gimg_pixel_bytes(band);
+    if (b->buf_rows[k] < band->height) {
+        gimg_image_free(to);
+        b->buf_rows[k] = 0;
+        gimg_status st = gimg_image_alloc(to, band->width, band->height, band->channels,
+                                          band->sample);
+        if (st)
+            return st;
+        b->buf_rows[k] = band->height;
+    }
+    to->height = band->height;
+    to->maxval = band->maxval;
+    for (int y = 0; y < band->height; y++)
+        memcpy(gimg_row(to, y), gimg_row(band, y), row);
     return GIMG_OK;
 }
 
@@ -413,31 +460,18 @@ gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
         band->sample != b->layout.sample || band->height > b->layout.height - b->rows_written)
         return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: a band of another layout, or "
                                        "past the image's rows");
+    if (band->height < 1)
+        return GIMG_OK;
     if (!b->file && (st = start_writing(b, band->maxval)))
         return st;
     if (band->maxval != b->layout.maxval)
         return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: bands of another maxval");
     const int k = b->slot;
-    const size_t bytes = b->row_bytes * (size_t)band->height;
-    if (bytes > b->cap[k]) {
-        free(b->buf[k]);
-        if (!(b->buf[k] = malloc(bytes))) {
-            b->cap[k] = 0;
-            return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        }
-        b->cap[k] = bytes;
-    }
-    for (int y = 0; y < band->height; y++) {
-        unsigned char *to = b->buf[k] + (size_t)y * b->row_bytes;
-        if (band->sample == GIMG_U8) /* the file's bytes already */
-            memcpy(to, gimg_row(band, y), b->row_bytes);
-        else
-            gimg_pnm_encode_row(band, y, to);
-    }
-    b->fill[k] = bytes;
+    if ((st = copy_band(b, k, band)))
+        return st;
     b->rows_written += band->height;
     if (!b->behind.running)
-        return gimg_out_write(b->file, b->buf[k], bytes);
+        return encode_rows(b, k);
     /* The other buffer written, this one goes. */
     if ((st = wait_written(b)))
         return st;
@@ -461,8 +495,12 @@ gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
         else
             gimg_out_abort(b->file);
     }
-    free(b->buf[0]);
-    free(b->buf[1]);
+    if (b->codec->wrows_close)
+        b->codec->wrows_close(b->rows);
+    if (b->meta_owned)
+        gimg_meta_free(b->meta);
+    gimg_image_free(&b->buf[0]);
+    gimg_image_free(&b->buf[1]);
     free(b);
     return st;
 }

@@ -58,34 +58,36 @@ gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
  * (a view, valid until the next call; band->meta NULL); band->height is 0
  * after the last band. Errors as decoding's; then only close. */
 gimg_status gimg_band_next(gimg_band_reader *r, gimg_image *band, int *y0);
-/* 1 when the file's metadata may follow its pixels (a PNG's chunks after
- * its image data), so that the header may lack some of it until the last
- * band is read (gimg_band_take_meta). */
+/* 1 when this file's metadata follows some of its pixels (a PNG with
+ * chunks after its image data): the header then has none of it, and the
+ * last band brings it all (gimg_band_take_meta). */
 int gimg_band_meta_follows(const gimg_band_reader *r);
-/* After the last band: the metadata that follows the pixels in the file
- * (a PNG's chunks after its image data; the header has what precedes
- * them), or NULL; the caller owns it. */
+/* After the last band: the metadata of a file whose metadata follows its
+ * pixels, or NULL; the caller owns it. */
 gimg_meta *gimg_band_take_meta(gimg_band_reader *r);
 /* Frees r (NULL too). */
 void gimg_band_close(gimg_band_reader *r);
 
 /*
- * An output written band by band, where its format can be (PNM and PAM:
- * the header, then rows as they come), into a file put in place at the
- * end as gimg_write puts one (no half-written file). The bytes are what
- * gimg_write writes for the whole image. open gives *w NULL (GIMG_OK)
- * where the output cannot be written so: standard output ("-"), another
- * format, or an image the format would first convert (alpha in a PNM, a
- * float PAM); the caller then writes the whole image. height is the
- * image's; rows come in order, each band of the image's layout (its
- * maxval, which the header states, is the first band's); they are
- * copied, and written by a thread of the writer's while the caller
- * computes the next (a write's failure is reported by the next call, or
- * by close). close commits the file when every row was written and
- * commit is 1, else removes it; it frees w (NULL too).
+ * An output written band by band, where its format's codec has a row
+ * writer (codec.h's wrows_*: PNM, PAM, PNG), into a file put in place at
+ * the end as gimg_write puts one (no half-written file). The bytes are
+ * what gimg_write writes for the whole image. open gives *w NULL
+ * (GIMG_OK) where the output cannot be written so: standard output
+ * ("-"), another format, an image the format would first convert (alpha
+ * in a PNM, a float PAM or PNG, a maxval a PNG rescales), or a format
+ * that holds metadata when layout's is not complete yet (meta_complete
+ * 0: a PNG's chunks after its pixels); the caller then writes the whole
+ * image. layout: the image's size and layout, and its metadata (borrowed
+ * until close); rows come in order, each band of the image's layout (its
+ * maxval, which a PNM header states, is the first band's); they are
+ * copied, and encoded and written by a thread of the writer's while the
+ * caller computes the next (a failure there is reported by the next
+ * call, or by close). close commits the file when every row was written
+ * and commit is 1, else removes it; it frees w (NULL too).
  */
 typedef struct gimg_band_writer gimg_band_writer;
-gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout,
+gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout, int meta_complete,
                                   const gimg_write_opts *o, gimg_band_writer **w);
 gimg_status gimg_band_writer_rows(gimg_band_writer *w, const gimg_image *band);
 gimg_status gimg_band_writer_close(gimg_band_writer *w, int commit);

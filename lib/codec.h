@@ -89,11 +89,26 @@ typedef struct gimg_codec {
      * rows_close frees the state (any time, NULL too). */
     gimg_status (*rows_open)(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                              gimg_image *header, void **rows);
-    /* 1 when rows_read's last band may bring metadata the header lacked
-     * (PNG: chunks after the image data). */
-    int rows_meta_follows;
+    /* Optional: 1 when rows_read's last band brings metadata the header
+     * lacked (a PNG with chunks after its image data); NULL: never. */
+    int (*rows_meta_follows)(const void *rows);
     gimg_status (*rows_read)(void *rows, gimg_image *band);
     void (*rows_close)(void *rows);
+    /* Optional, for band streaming (lib/band.h): an image written band by
+     * band, the file's bytes what encode gives for the whole image, byte
+     * for byte. wrows_open takes the image as encode would (data NULL:
+     * its size, layout, maxval and metadata, converted as write.c
+     * converts) and gives the file's first bytes; wrows_put takes the
+     * next rows (a band of the layout, in order, any stride) and gives
+     * the bytes they complete, with the image's last row the rest of the
+     * file. The bytes given (*bytes, *len; possibly none) are the
+     * state's, valid until its next call. Errors as encode's; after one,
+     * only wrows_close, which frees the state (NULL too). */
+    gimg_status (*wrows_open)(const gimg_image *layout, const gimg_write_opts *o, void **rows,
+                              const unsigned char **bytes, size_t *len);
+    gimg_status (*wrows_put)(void *rows, const gimg_image *band, const unsigned char **bytes,
+                             size_t *len);
+    void (*wrows_close)(void *rows);
 } gimg_codec;
 
 enum { GIMG_MAXVAL_FULL = 0, GIMG_MAXVAL_ANY, GIMG_MAXVAL_BITS };

@@ -113,17 +113,23 @@
  * absolute values, bytes taken as signed (the heuristic libpng and most
  * encoders use). Rows are filtered in parallel (OpenMP).
  *
- * Compression, at png_level L:
- *  - L = 0: libdeflate level 0, stored blocks.
- *  - L >= 1: two encoders race on two threads and the smaller zlib stream
- *    wins: libdeflate at level L, and our own Huffman coder below (LZ
- *    only where samples of the data say it may win: lz_may_win). The
- *    second exists because photographs' filtered rows are close to noise:
- *    LZ matching finds little there, and libdeflate's fast levels (1.14)
- *    take short matches that cost more than the literals they replace;
- *    plain entropy coding is both faster and 2-15% smaller on such images
- *    (and than ImageMagick's output). On drawn or flat images LZ wins by
- *    far, and libdeflate's stream is kept.
+ * Compression, at png_level L: the filtered rows are cut in segments of
+ * 4 MiB, coded in parallel, each ending on a byte boundary (an empty
+ * stored block, as zlib's sync flush ends a stretch) so that the next can
+ * follow: the file is the same whatever the threads, and whether the
+ * image comes whole or band by band (band.h; the row writer below).
+ *  - L = 0: stored blocks.
+ *  - L >= 1: our own Huffman coder below, or zlib's LZ at L (9 for 10 to
+ *    12), whichever is smaller; zlib only where libdeflate at L on a block
+ *    of the segment says LZ may win (lz_may_win). The Huffman coder
+ *    exists because photographs' filtered rows are close to noise: LZ
+ *    matching finds little there, and fast LZ levels take short matches
+ *    that cost more than the literals they replace; plain entropy coding
+ *    is both faster and 2-15% smaller on such images (and than
+ *    ImageMagick's output). On drawn or flat images LZ wins by far. zlib,
+ *    not libdeflate, codes the LZ segments: libdeflate ends every stream
+ *    with a final block, and a segment's stream must leave the next one
+ *    room to follow.
  */
 #include "codec.h"
 #include "io_internal.h"
@@ -139,6 +145,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* Largest IDAT payload we emit (PNG allows up to 2^31 - 1): 8 MiB, for
  * readers that check a chunk's CRC as they start it (libspng) and so
@@ -324,40 +331,6 @@ static const unsigned char *stored_row(const gimg_image *im, const png_samples *
         }
     }
     return work;
-}
-
-/* Fills raw with the filtered scanlines: per row a type byte then the n
- * bytes of the row as stored. */
-static gimg_status filter_image(const gimg_image *im, const png_samples *s, size_t n,
-                                unsigned char *raw)
-{
-    const size_t bpp = (size_t)im->channels * s->depth / 8;
-    int failed = 0;
-#pragma omp parallel
-    {
-        /* Per thread: a zero row (above the first), and room for the
-         * current and previous rows as stored. */
-        unsigned char *work = calloc(3, n ? n : 1);
-        if (!work) {
-#pragma omp atomic write
-            failed = 1;
-        }
-#pragma omp for schedule(static)
-        for (int y = 0; y < im->height; y++) {
-            if (!work)
-                continue;
-            const unsigned char *cur = stored_row(im, s, y, n, work + n);
-            const unsigned char *prev = y ? stored_row(im, s, y - 1, n, work + 2 * n) : work;
-            unsigned char *out = raw + (size_t)y * (n + 1);
-            int type = choose_filter(cur, prev, n, bpp);
-            out[0] = (unsigned char)type;
-            apply_filter(type, cur, prev, n, bpp, out + 1);
-        }
-        free(work);
-    }
-    if (failed)
-        return gimg_fail(GIMG_E_NOMEM, "out of memory filtering PNG rows");
-    return GIMG_OK;
 }
 
 /* ------------------------------------------------ the entropy coder */
@@ -717,28 +690,38 @@ static void encode_block(bitw *w, const unsigned char *data, size_t start, size_
     put_bits(w, code[256], len[256]);
 }
 
-/* Up to this many segments of a large image are coded in parallel. */
-#define MAX_SEGMENTS 16
+/* ------------------------------------------------ the stream, in segments */
 
-/* The largest stream deflate_entropy() writes for n bytes: every block is
- * at most its stored size, plus an empty stored block after each segment. */
+/* The filtered rows (per row its filter type, then its filtered bytes) are
+ * coded in segments of SEGMENT_BYTES, the same whatever the image's size,
+ * the bands it comes in (band.h) or the threads: each segment is coded on
+ * its own, in parallel with the others, and ends on a byte boundary (an
+ * empty stored block, as zlib's sync flush leaves) but the last, whose last
+ * block is final. So an image gives the same file written whole or band by
+ * band, on any machine. */
+#define SEGMENT_BYTES (16 * BLOCK_BYTES)   /* 4 MiB */
+
+/* The largest entropy-coded segment of n bytes: every block at most its
+ * stored size, and the empty stored block that ends it. */
 static size_t entropy_bound(size_t n)
 {
-    size_t blocks = n / BLOCK_BYTES + 1;
-    return n + 6 * (n / 65535 + blocks + 1) + 8 * MAX_SEGMENTS + 16;
+    return n + 6 * (n / 65535 + n / BLOCK_BYTES + 2) + 16;
 }
 
-/* Codes data[start, end) as blocks into out and returns the bytes written.
- * Segments other than the last end with an empty stored block, which
- * brings the stream to a byte boundary (as zlib's sync flush does) so that
- * the next segment, coded separately, can simply follow. */
-static size_t encode_segment(const unsigned char *data, size_t start, size_t end, int last,
-                             unsigned char *out, uint16_t *tok)
+/* Codes data[start, end) as blocks into out, the last final when `last`,
+ * else followed by an empty stored block, and returns the bytes written.
+ * *sample_bits gets the bits of the block that starts at sample_at. */
+static size_t code_entropy(const unsigned char *data, size_t start, size_t end, int last,
+                           size_t sample_at, unsigned char *out, uint16_t *tok,
+                           uint64_t *sample_bits)
 {
     bitw w = { .out = out };
     do {
         size_t stop = end - start > BLOCK_BYTES ? start + BLOCK_BYTES : end;
+        const uint64_t before = (uint64_t)(w.out - out) * 8 + w.nbits;
         encode_block(&w, data, start, stop, last && stop == end, tok);
+        if (start == sample_at)
+            *sample_bits = (uint64_t)(w.out - out) * 8 + w.nbits - before;
         start = stop;
     } while (start < end);
     if (!last) {
@@ -751,116 +734,112 @@ static size_t encode_segment(const unsigned char *data, size_t start, size_t end
     return (size_t)(w.out - out);
 }
 
-/* Writes a zlib stream of data[0, n) at out (room: entropy_bound(n)) and
- * returns its size, 0 if memory ran out. */
-static size_t deflate_entropy(const unsigned char *data, size_t n, unsigned char *out)
+/* Whether LZ may pay on a segment: libdeflate at `level` compresses one of
+ * its blocks (the middle one), and LZ is tried only where it does better
+ * there than the entropy coder did: up to the default level by 5% or more,
+ * above it by any margin. Photographs skip LZ and its cost; drawn images
+ * take it; smooth ones, where LZ gains a little, skip it at the default:
+ * LZ at levels 5 to 9 takes several times the entropy coder's time
+ * (blurred noise, 4096^2 RGB, level 6: 2.7% smaller in 1.8 s against
+ * 0.35 s on a 2-core VM). Segments of two blocks or less just try it. */
+static int lz_may_win(const unsigned char *block, size_t n, uint64_t entropy_bits, int level)
 {
-    size_t blocks = (n + BLOCK_BYTES - 1) / BLOCK_BYTES;
-    int segs = 1;
-#ifdef _OPENMP
-    segs = omp_get_max_threads();
-#endif
-    /* Segments of 4 blocks at least, so the sync blocks cost nothing. */
-    if ((size_t)segs > blocks / 4)
-        segs = (int)(blocks / 4);
-    if (segs > MAX_SEGMENTS)
-        segs = MAX_SEGMENTS;
-    if (segs < 1)
-        segs = 1;
-    size_t per = (blocks + (size_t)segs - 1) / (size_t)segs * BLOCK_BYTES;
-
-    unsigned char *part[MAX_SEGMENTS] = { NULL };
-    size_t part_len[MAX_SEGMENTS] = { 0 };
-    int failed = 0;
-    out[0] = 0x78;   /* CM 8, 32 KiB window */
-    out[1] = 0x01;   /* FLEVEL 0; (0x78 << 8 | 0x01) % 31 == 0 */
-    part[0] = out + 2;
-#pragma omp parallel for num_threads(segs) schedule(static, 1)
-    for (int k = 0; k < segs; k++) {
-        size_t start = (size_t)k * per;
-        if (start >= n)
-            continue;
-        size_t end = n - start > per ? start + per : n;
-        uint16_t *tok = malloc(BLOCK_BYTES * sizeof *tok);
-        if (k > 0)
-            part[k] = malloc(entropy_bound(end - start));
-        if (tok && part[k]) {
-            part_len[k] = encode_segment(data, start, end, end == n, part[k], tok);
-        } else {
-#pragma omp atomic write
-            failed = 1;
-        }
-        free(tok);
-    }
-    unsigned char *p = out + 2 + part_len[0];
-    for (int k = 1; k < segs; k++) {
-        if (part[k])
-            memcpy(p, part[k], part_len[k]);
-        p += part_len[k];
-        free(part[k]);
-    }
-    if (failed)
-        return 0;
-    uint32_t adler = libdeflate_adler32(1, data, n);
-    for (int k = 3; k >= 0; k--)
-        *p++ = (unsigned char)(adler >> (8 * k));
-    return (size_t)(p - out);
-}
-
-/* --------------------------------------------------- libdeflate, racing */
-
-typedef struct {
-    const unsigned char *raw;
-    size_t raw_size;
-    int level;
-    unsigned char *out;   /* head bytes, then the zlib stream */
-    size_t head;
-    size_t avail;
-    size_t zlen;          /* 0 on failure */
-} ldjob;
-
-static void *run_libdeflate(void *arg)
-{
-    ldjob *j = arg;
-    struct libdeflate_compressor *c = libdeflate_alloc_compressor(j->level);
-    j->zlen = c ? libdeflate_zlib_compress(c, j->raw, j->raw_size, j->out + j->head, j->avail) : 0;
-    libdeflate_free_compressor(c);
-    return NULL;
-}
-
-/* Whether LZ may pay here: libdeflate at `level` and the entropy coder
- * both compress SAMPLES stretches spread over the data (5% of a 12 MP RGB
- * image), and LZ is tried only where it does better there: up to the
- * default level by 5% or more, above it by any margin. Photographs skip
- * LZ and its cost; drawn images take it; smooth ones, where LZ gains a
- * little, skip it at the default: libdeflate's levels 5 to 9 take several
- * times the entropy coder's time (blurred noise, 4096^2 RGB, level 6:
- * 2.7% smaller in 1.8 s against 0.35 s on a 2-core VM). scratch holds
- * entropy_bound(SAMPLE_BYTES) bytes at least. */
-#define SAMPLES 8
-#define SAMPLE_BYTES ((size_t)1 << 18)
-
-static int lz_may_win(const unsigned char *raw, size_t n, int level, unsigned char *scratch,
-                      size_t scratch_size)
-{
-    if (n < 2 * SAMPLES * SAMPLE_BYTES)
-        return 1;   /* small: just race */
     struct libdeflate_compressor *c = libdeflate_alloc_compressor(level);
-    if (!c)
-        return 1;
-    uint64_t lz = 0, en = 0;
-    size_t step = (n - SAMPLE_BYTES) / (SAMPLES - 1);
-    for (int k = 0; k < SAMPLES; k++) {
-        const unsigned char *p = raw + (size_t)k * step;
-        size_t z = libdeflate_zlib_compress(c, p, SAMPLE_BYTES, scratch, scratch_size);
-        lz += z ? z : SAMPLE_BYTES;
-        z = deflate_entropy(p, SAMPLE_BYTES, scratch);
-        en += z ? z : SAMPLE_BYTES;
-    }
+    size_t room = n + n / 8 + 64;
+    unsigned char *scratch = c ? malloc(room) : NULL;
+    size_t z = scratch ? libdeflate_deflate_compress(c, block, n, scratch, room) : 0;
+    free(scratch);
     libdeflate_free_compressor(c);
-    return level <= GIMG_DEFAULT_PNG_LEVEL ? lz * 20 < en * 19 : lz < en;
+    if (!z)
+        return 1;
+    const uint64_t lz_bits = (uint64_t)z * 8;
+    return level <= GIMG_DEFAULT_PNG_LEVEL ? lz_bits * 20 < entropy_bits * 19
+                                           : lz_bits < entropy_bits;
 }
 
+/* data[0, n) (a segment: n <= SEGMENT_BYTES) coded by zlib at `level` (at
+ * most 9) as raw DEFLATE, ending as code_entropy() ends a segment, into a
+ * malloc'd *out: its size, or 0 (out of memory). The window starts empty,
+ * so that segments stay independent of one another. Z_FILTERED, as libpng
+ * codes filtered rows: it drops matches shorter than 6, which cost more
+ * than their literals on such data (on blurred noise, 1400^2 RGB: 3.6%
+ * smaller than the default strategy, at level 6 and 9 alike; 1% larger
+ * on a drawing). */
+static size_t code_lz(const unsigned char *data, size_t n, int last, int level,
+                      unsigned char **out)
+{
+    *out = NULL;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, level > 9 ? 9 : level, Z_DEFLATED, -15, 9, Z_FILTERED) != Z_OK)
+        return 0;
+    size_t size = 0;
+    const uLong cap = deflateBound(&z, (uLong)n) + 16;   /* + the sync flush's block */
+    if ((*out = malloc(cap))) {
+        z.next_in = (unsigned char *)data;
+        z.avail_in = (uInt)n;
+        z.next_out = *out;
+        z.avail_out = (uInt)cap;
+        const int r = deflate(&z, last ? Z_FINISH : Z_SYNC_FLUSH);
+        if (last ? r == Z_STREAM_END : r == Z_OK && !z.avail_in && z.avail_out)
+            size = (size_t)z.total_out;
+    }
+    deflateEnd(&z);
+    if (!size) {
+        free(*out);
+        *out = NULL;
+    }
+    return size;
+}
+
+/* One segment's stream. */
+typedef struct {
+    unsigned char *p;   /* malloc'd */
+    size_t len;
+} coded;
+
+/* Codes seg[0, n) (seg[-1], the byte before it, is readable unless
+ * `first`: a run may go on from it) as one segment into *out: stored at
+ * level 0; else the entropy coder's stream, or zlib's LZ stream where
+ * lz_may_win() lets it race and it is smaller. 0 when memory ran out. */
+static int code_segment(const unsigned char *seg, size_t n, int first, int last, int level,
+                        coded *out)
+{
+    out->p = malloc(entropy_bound(n));
+    out->len = 0;
+    if (!out->p)
+        return 0;
+    if (level == 0) {
+        bitw w = { .out = out->p };
+        put_stored(&w, seg, n, last);
+        out->len = (size_t)(w.out - out->p);
+        return 1;
+    }
+    uint16_t *tok = malloc(BLOCK_BYTES * sizeof *tok);
+    if (!tok)
+        return 0;
+    const size_t sample_at = n / BLOCK_BYTES / 2 * BLOCK_BYTES;
+    const size_t sample_n = n - sample_at < BLOCK_BYTES ? n - sample_at : BLOCK_BYTES;
+    uint64_t sample_bits = 0;
+    const size_t lead = first ? 0 : 1;
+    out->len = code_entropy(seg - lead, lead, lead + n, last, lead + sample_at, out->p, tok,
+                            &sample_bits);
+    free(tok);
+    if (n <= 2 * BLOCK_BYTES || lz_may_win(seg + sample_at, sample_n, sample_bits, level)) {
+        unsigned char *lz;
+        size_t lz_len = code_lz(seg, n, last, level, &lz);
+        if (!lz_len)
+            return 0;
+        if (lz_len < out->len) {
+            free(out->p);
+            out->p = lz;
+            out->len = lz_len;
+        } else {
+            free(lz);
+        }
+    }
+    return 1;
+}
 /* ------------------------------------------------------------ the file */
 
 static unsigned char *put32(unsigned char *p, uint32_t v)
@@ -1072,117 +1051,311 @@ static gimg_status build_chunks(const gimg_image *im, const png_samples *s, chun
     return st;
 }
 
-/* Bytes before the zlib stream: signature, IHDR chunk, the chunks of
- * build_chunks(), first IDAT header. */
-static size_t head_bytes(const chunk_list *c)
-{
-    return HEAD + c->len;
-}
+/* ------------------------------------------------- the writer (band.h) */
 
-/* Room a candidate output needs around a zlib stream of up to `bound`,
- * after `head` bytes. */
-static int output_capacity(size_t bound, size_t head, size_t *cap)
-{
-    size_t max_chunks = bound / IDAT_MAX + 1;
-    return !__builtin_add_overflow(bound, head + 12 * max_chunks + 12, cap);
-}
+/*
+ * An image written as PNG band by band (codec.h's wrows_*), and whole by
+ * gimg_png_encode() as one band. At the opening: the signature, IHDR and
+ * the chunks of build_chunks(), and the zlib header. Then each band's
+ * rows are filtered (in parallel; the band's first row against the last
+ * row of the band before) after the bytes not yet coded, and every
+ * segment they complete is coded (in parallel), its stream going into
+ * IDAT chunks of IDAT_MAX as it grows. With the image's last row: the
+ * last segment, the Adler-32, IEND. A band gives the file's next bytes
+ * up to the last complete IDAT chunk; the one being filled goes out with
+ * a later band. Memory: the filtered rows of a band, or of MAX_BATCH
+ * segments, and their streams, plus an IDAT chunk carried over.
+ */
+#define NO_IDAT SIZE_MAX
+/* Segments a band's rows gather into before they are coded: up to one a
+ * thread, at most this many (64 MiB of filtered rows). */
+#define MAX_BATCH 16
 
-/* Turns out (head bytes, then a zlib stream of zlen) into the PNG file. */
-static size_t finish_png(const gimg_image *im, const png_samples *s, const chunk_list *c,
-                         unsigned char *out, size_t zlen)
-{
-    static const unsigned char color_type[5] = { 0, 0, 4, 2, 6 };
-    const size_t head = head_bytes(c);
-    unsigned char *p = out;
-    memcpy(p, "\x89PNG\r\n\x1a\n", 8);
-    p += 8;
-    unsigned char *ihdr = p + 8;
-    put32(ihdr, (uint32_t)im->width);
-    put32(ihdr + 4, (uint32_t)im->height);
-    ihdr[8] = (unsigned char)s->depth;
-    ihdr[9] = color_type[im->channels];
-    ihdr[10] = ihdr[11] = ihdr[12] = 0;          /* deflate, adaptive filters, no interlace */
-    p = put_chunk(p, "IHDR", 13);
-    if (c->len)
-        memcpy(p, c->p, c->len);
-    p += c->len;
+typedef struct {
+    gimg_image layout;      /* width, height, channels, sample (no data) */
+    png_samples s;
+    int level;
+    size_t n;               /* a row's stored bytes */
+    size_t bpp;             /* a pixel's stored bytes */
+    int y;                  /* rows taken */
+    unsigned char *prev;    /* the last row taken, as stored; then n bytes of scratch */
+    unsigned char *raw;     /* raw[0]: the byte of the stream before raw[1]; from
+                               raw[1]: the filtered bytes not yet coded */
+    size_t raw_fill, raw_cap;   /* bytes at raw + 1, and room there */
+    int coded_any;          /* a segment was coded: raw[0] is one of its bytes */
+    uint32_t adler;         /* of the filtered bytes coded so far */
+    unsigned char *out;     /* the file's bytes not yet given: whole chunks, then
+                               the IDAT chunk being filled (its header at idat_at) */
+    size_t out_len, out_cap, idat_at;
+    size_t given;           /* out[0, given) went out with the last call */
+} png_writer;
 
-    /* Spread the chunks out, from the last back, each moving by the 12
-     * bytes of framing of every chunk before it; then frame them. */
-    size_t chunks = (zlen + IDAT_MAX - 1) / IDAT_MAX;
-    for (size_t k = chunks; k-- > 1;)
-        memmove(out + head + k * IDAT_MAX + 12 * k, out + head + k * IDAT_MAX,
-                k + 1 == chunks ? zlen - k * IDAT_MAX : IDAT_MAX);
-    for (size_t k = 0; k < chunks; k++)
-        p = put_chunk(p, "IDAT", k + 1 == chunks ? zlen - k * IDAT_MAX : IDAT_MAX);
-    p = put_chunk(p, "IEND", 0);
-    return (size_t)(p - out);
-}
-
-/* Compresses the filtered rows into a PNG of the chunks c (see the head
- * comment: libdeflate and the entropy coder race). Frees raw. */
-static gimg_status compress_png(const gimg_image *im, const png_samples *s, const chunk_list *c,
-                                int level, unsigned char *raw, size_t raw_size,
-                                unsigned char **buf, size_t *len)
+static gimg_status out_room(png_writer *w, size_t more)
 {
-    const size_t head = head_bytes(c);
-    /* Two candidate outputs, each with room for the PNG around its zlib
-     * stream: libdeflate's (job.out) and the entropy coder's (en_out). */
-    ldjob job = { .raw = raw, .raw_size = raw_size, .level = level, .head = head };
-    size_t ld_cap = 0, en_cap = 0, en_len = 0;
-    unsigned char *en_out = NULL;
-    if (!output_capacity(entropy_bound(raw_size), head, &en_cap)) {
-        free(raw);
+    size_t need;
+    if (__builtin_add_overflow(w->out_len, more, &need))
         return gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
-    }
-    if (level > 0 && !(en_out = malloc(en_cap))) {
-        free(raw);
-        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", en_cap);
-    }
-    if (level == 0 || lz_may_win(raw, raw_size, level, en_out, en_cap)) {
-        struct libdeflate_compressor *probe = libdeflate_alloc_compressor(level);
-        size_t bound = probe ? libdeflate_zlib_compress_bound(probe, raw_size) : 0;
-        libdeflate_free_compressor(probe);
-        if (!bound || !output_capacity(bound, head, &ld_cap) || !(job.out = malloc(ld_cap))) {
-            free(en_out);
-            free(raw);
-            return gimg_fail(GIMG_E_NOMEM, "out of memory allocating the PNG output");
+    if (need <= w->out_cap)
+        return GIMG_OK;
+    size_t cap = w->out_cap > need / 2 ? 2 * w->out_cap : need;
+    unsigned char *p = realloc(w->out, cap);
+    if (!p)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", cap);
+    w->out = p;
+    w->out_cap = cap;
+    return GIMG_OK;
+}
+
+/* Frames the IDAT chunk being filled. */
+static void close_idat(png_writer *w)
+{
+    put_chunk(w->out + w->idat_at, "IDAT", w->out_len - w->idat_at - 8);
+    w->out_len += 4;
+    w->idat_at = NO_IDAT;
+}
+
+/* Appends n bytes of the zlib stream, in IDAT chunks of IDAT_MAX. */
+static gimg_status put_stream(png_writer *w, const unsigned char *p, size_t n)
+{
+    gimg_status st;
+    while (n > 0) {
+        if (w->idat_at == NO_IDAT) {
+            if ((st = out_room(w, 8)))
+                return st;
+            w->idat_at = w->out_len;
+            w->out_len += 8;
         }
-        job.avail = bound;
+        const size_t in_chunk = w->out_len - w->idat_at - 8;
+        const size_t take = n < IDAT_MAX - in_chunk ? n : IDAT_MAX - in_chunk;
+        if ((st = out_room(w, take + 4)))   /* + the CRC */
+            return st;
+        memcpy(w->out + w->out_len, p, take);
+        w->out_len += take;
+        p += take;
+        n -= take;
+        if (in_chunk + take == IDAT_MAX)
+            close_idat(w);
     }
+    return GIMG_OK;
+}
 
-    if (job.out && en_out) {
-        pthread_t t;
-        int threaded = pthread_create(&t, NULL, run_libdeflate, &job) == 0;
-        en_len = deflate_entropy(raw, raw_size, en_out + head);
-        if (threaded)
-            pthread_join(t, NULL);
-        else
-            run_libdeflate(&job);
-    } else if (job.out) {
-        run_libdeflate(&job);
-    } else {
-        en_len = deflate_entropy(raw, raw_size, en_out + head);
-    }
-    free(raw);
+static void png_writer_free(png_writer *w)
+{
+    if (!w)
+        return;
+    free(w->s.lut);
+    free(w->prev);
+    free(w->raw);
+    free(w->out);
+    free(w);
+}
 
-    unsigned char *out = job.out;
-    size_t zlen = job.zlen;
-    if (en_len && (!zlen || en_len < zlen)) {
-        free(job.out);
-        out = en_out;
-        zlen = en_len;
-    } else {
-        free(en_out);
+/* Starts the file of an image of layout's size, samples and metadata. */
+static gimg_status png_writer_open(const gimg_image *layout, int level, png_writer **out)
+{
+    *out = NULL;
+    if ((layout->sample != GIMG_U8 && layout->sample != GIMG_U16) || layout->channels < 1 ||
+        layout->channels > 4)
+        return gimg_fail(GIMG_E_FORMAT, "PNG cannot hold a %d-channel %d-bit image",
+                         layout->channels, (int)layout->sample * 8);
+    if (level < 0 || level > 12)
+        return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", level);
+    if (layout->width < 1 || layout->height < 1 || (uint64_t)layout->width > 0x7fffffffu ||
+        (uint64_t)layout->height > 0x7fffffffu)
+        return gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
+    png_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory encoding PNG");
+    w->layout = *layout;
+    w->layout.data = NULL;
+    w->layout.meta = NULL;
+    w->level = level;
+    w->adler = 1;
+    w->idat_at = NO_IDAT;
+    chunk_list c = { .level = level };
+    gimg_status st = plan_samples(layout, &w->s);
+    if (!st)
+        st = build_chunks(layout, &w->s, &c);
+    if (!st) {
+        w->bpp = (size_t)layout->channels * w->s.depth / 8;
+        w->n = (size_t)layout->width * w->bpp;
+        if (!(w->prev = malloc(2 * w->n)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory encoding PNG");
     }
-    if (!zlen) {
-        free(out);
+    if (!st)
+        st = out_room(w, HEAD + c.len);
+    if (!st) {
+        static const unsigned char color_type[5] = { 0, 0, 4, 2, 6 };
+        unsigned char *p = w->out;
+        memcpy(p, "\x89PNG\r\n\x1a\n", 8);
+        unsigned char *ihdr = p + 16;
+        put32(ihdr, (uint32_t)layout->width);
+        put32(ihdr + 4, (uint32_t)layout->height);
+        ihdr[8] = (unsigned char)w->s.depth;
+        ihdr[9] = color_type[layout->channels];
+        ihdr[10] = ihdr[11] = ihdr[12] = 0;   /* deflate, adaptive filters, no interlace */
+        p = put_chunk(p + 8, "IHDR", 13);
+        if (c.len)
+            memcpy(p, c.p, c.len);
+        w->out_len = (size_t)(p - w->out) + c.len;
+        /* The zlib header: CM 8, a 32 KiB window, FLEVEL 0 ((0x78 << 8 |
+         * 0x01) % 31 == 0). */
+        st = put_stream(w, (const unsigned char *)"\x78\x01", 2);
+    }
+    free(c.p);
+    libdeflate_free_compressor(c.z);
+    if (st) {
+        png_writer_free(w);
+        return st;
+    }
+    *out = w;
+    return GIMG_OK;
+}
+
+/* Filters band's rows into to (n + 1 bytes a row), the first against the
+ * last row taken (zeros above the image's first), and keeps the band's
+ * last row as the next band's above. */
+static gimg_status filter_rows(png_writer *w, const gimg_image *band, unsigned char *to)
+{
+    const png_samples *s = &w->s;
+    const size_t n = w->n, bpp = w->bpp;
+    const unsigned char *above = w->y ? w->prev : NULL;
+    int failed = 0;
+#pragma omp parallel if (band->height > 8)
+    {
+        /* Per thread: a zero row (above the image's first), and room for
+         * the current and previous rows as stored. */
+        unsigned char *work = calloc(3, n);
+        if (!work) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int y = 0; y < band->height; y++) {
+            if (!work)
+                continue;
+            const unsigned char *cur = stored_row(band, s, y, n, work + n);
+            const unsigned char *prev = y       ? stored_row(band, s, y - 1, n, work + 2 * n)
+                                        : above ? above
+                                                : work;
+            unsigned char *row = to + (size_t)y * (n + 1);
+            int type = choose_filter(cur, prev, n, bpp);
+            row[0] = (unsigned char)type;
+            apply_filter(type, cur, prev, n, bpp, row + 1);
+        }
+        free(work);
+    }
+    if (failed)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory filtering PNG rows");
+    memmove(w->prev, stored_row(band, s, band->height - 1, n, w->prev + n), n);
+    return GIMG_OK;
+}
+
+/* Codes the segments the filtered rows complete (after the last row, all
+ * that are left, then the Adler-32 and IEND), in parallel, and puts their
+ * streams in order. */
+static gimg_status code_segments(png_writer *w, int last)
+{
+    const size_t segs = last ? (w->raw_fill + SEGMENT_BYTES - 1) / SEGMENT_BYTES
+                             : w->raw_fill / SEGMENT_BYTES;
+    const size_t done = segs * SEGMENT_BYTES < w->raw_fill ? segs * SEGMENT_BYTES : w->raw_fill;
+    coded *part = segs ? calloc(segs, sizeof *part) : NULL;
+    if (segs && !part)
         return gimg_fail(GIMG_E_NOMEM, "out of memory compressing PNG data");
+    const unsigned char *data = w->raw + 1;
+    gimg_status st = GIMG_OK;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) if (segs > 1)
+    for (size_t k = 0; k < segs; k++) {
+        const size_t at = k * SEGMENT_BYTES;
+        const size_t n = done - at < SEGMENT_BYTES ? done - at : SEGMENT_BYTES;
+        if (!code_segment(data + at, n, !w->coded_any && k == 0, last && k + 1 == segs,
+                          w->level, &part[k])) {
+#pragma omp atomic write
+            failed = 1;
+        }
     }
-    size_t total = finish_png(im, s, c, out, zlen);
-    unsigned char *shrunk = realloc(out, total);
-    *buf = shrunk ? shrunk : out;
-    *len = total;
+    if (failed)
+        st = gimg_fail(GIMG_E_NOMEM, "out of memory compressing PNG data");
+    for (size_t k = 0; k < segs && !st; k++)
+        st = put_stream(w, part[k].p, part[k].len);
+    for (size_t k = 0; k < segs; k++)
+        free(part[k].p);
+    free(part);
+    if (st)
+        return st;
+    if (done) {
+        w->adler = libdeflate_adler32(w->adler, data, done);
+        w->raw[0] = data[done - 1];
+        memmove(w->raw + 1, data + done, w->raw_fill - done);
+        w->raw_fill -= done;
+        w->coded_any = 1;
+    }
+    if (!last)
+        return GIMG_OK;
+    unsigned char adler[4];
+    put32(adler, w->adler);
+    if ((st = put_stream(w, adler, 4)) || (st = out_room(w, 4 + 12)))   /* a CRC, IEND */
+        return st;
+    if (w->idat_at != NO_IDAT)
+        close_idat(w);
+    w->out_len = (size_t)(put_chunk(w->out + w->out_len, "IEND", 0) - w->out);
+    return GIMG_OK;
+}
+
+/* Takes band's rows, the next of the image: *bytes gets the file's bytes
+ * they complete (the writer's, valid until the next call), with the last
+ * row the rest of the file. */
+static gimg_status png_writer_put(png_writer *w, const gimg_image *band,
+                                  const unsigned char **bytes, size_t *len)
+{
+    *bytes = NULL;
+    *len = 0;
+    if (w->given) {
+        memmove(w->out, w->out + w->given, w->out_len - w->given);
+        w->out_len -= w->given;
+        if (w->idat_at != NO_IDAT)
+            w->idat_at -= w->given;
+        w->given = 0;
+    }
+    if (band->width != w->layout.width || band->channels != w->layout.channels ||
+        band->sample != w->layout.sample || band->height < 1 ||
+        band->height > w->layout.height - w->y)
+        return gimg_fail(GIMG_E_USAGE, "PNG writer: a band of another layout, or past the "
+                                       "image's rows");
+    const size_t row = w->n + 1;
+    size_t need;
+    if (__builtin_mul_overflow(row, (size_t)band->height, &need) ||
+        __builtin_add_overflow(need, w->raw_fill, &need) || need > SIZE_MAX - 1)
+        return gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
+    if (need > w->raw_cap) {
+        unsigned char *p = realloc(w->raw, need + 1);
+        if (!p)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", need + 1);
+        w->raw = p;
+        w->raw_cap = need;
+    }
+    gimg_status st = filter_rows(w, band, w->raw + 1 + w->raw_fill);
+    if (st)
+        return st;
+    w->raw_fill = need;
+    w->y += band->height;
+    const int last = w->y == w->layout.height;
+
+    /* Bands' rows gather until there is a segment for every thread (up
+     * to MAX_BATCH), so that a small band does not leave threads idle. */
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    if (threads > MAX_BATCH)
+        threads = MAX_BATCH;
+    if ((last || w->raw_fill >= (size_t)threads * SEGMENT_BYTES) &&
+        (st = code_segments(w, last)))
+        return st;
+    w->given = w->idat_at == NO_IDAT ? w->out_len : w->idat_at;
+    *bytes = w->out;
+    *len = w->given;
     return GIMG_OK;
 }
 
@@ -1190,35 +1363,21 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
 {
     *buf = NULL;
     *len = 0;
-    if ((im->sample != GIMG_U8 && im->sample != GIMG_U16) || im->channels < 1 ||
-        im->channels > 4)
-        return gimg_fail(GIMG_E_FORMAT, "PNG cannot hold a %d-channel %d-bit image",
-                         im->channels, (int)im->sample * 8);
-    if (level < 0 || level > 12)
-        return gimg_fail(GIMG_E_USAGE, "PNG compression level %d is not in 0..12", level);
-
-    png_samples s;
-    chunk_list c = { .level = level };
-    unsigned char *raw = NULL;
-    size_t n = 0, raw_size = 0;
-    gimg_status st = plan_samples(im, &s);
-    if (!st)
-        st = build_chunks(im, &s, &c);
-    if (!st) {
-        n = (size_t)im->width * (size_t)im->channels * (s.depth / 8);
-        if (__builtin_add_overflow(n, 1, &raw_size) ||
-            __builtin_mul_overflow(raw_size, (size_t)im->height, &raw_size))
-            st = gimg_fail(GIMG_E_LIMIT, "image too large to encode as PNG");
-        else if (!(raw = malloc(raw_size)))
-            st = gimg_fail(GIMG_E_NOMEM, "out of memory allocating %zu bytes", raw_size);
+    png_writer *w;
+    const unsigned char *bytes;
+    size_t n;
+    gimg_status st = png_writer_open(im, level, &w);
+    if (st)
+        return st;
+    /* The head stays in out: the whole file is given at once. */
+    w->given = 0;
+    if (!(st = png_writer_put(w, im, &bytes, &n))) {
+        unsigned char *shrunk = realloc(w->out, n);
+        *buf = shrunk ? shrunk : w->out;
+        *len = n;
+        w->out = NULL;
     }
-    if (!st && (st = filter_image(im, &s, n, raw)))
-        free(raw);
-    if (!st)
-        st = compress_png(im, &s, &c, level, raw, raw_size, buf, len);   /* frees raw */
-    free(s.lut);
-    free(c.p);
-    libdeflate_free_compressor(c.z);
+    png_writer_free(w);
     return st;
 }
 
@@ -1953,9 +2112,10 @@ done:
  *    rows left, and gives what decode_png would: libspng's error, a file
  *    cut short, else the last such index.
  * Memory: libspng's context and its scanline buffers (a row or two),
- * nothing that grows with the height. Metadata: with the last band
- * (band->meta), none in the header: PNG's text and eXIf may follow the
- * image data, and libspng reads the chunks before it as it goes. */
+ * nothing that grows with the height. Metadata: in the header where all
+ * its chunks precede the image data (libspng has read them then), else
+ * all of it with the last band (band->meta): PNG's text and eXIf may
+ * follow the image data. */
 typedef struct {
     const unsigned char *buf;
     size_t len;
@@ -1969,7 +2129,33 @@ typedef struct {
     int has_bad;         /* an index past the palette met: the last in bad */
     bad_index bad;
     int drop_pages;      /* gimg_read_opts.drop_pages */
+    int meta_late;       /* metadata chunks follow the image data */
 } png_rows;
+
+/* 1 when a chunk of metadata (what read_meta() reads, and pHYs) follows
+ * the first IDAT: the metadata is then complete only at the end. */
+static int meta_after_idat(const unsigned char *buf, size_t len)
+{
+    static const char late[6][5] = { "iCCP", "eXIf", "tEXt", "zTXt", "iTXt", "pHYs" };
+    int in_data = 0;
+    for (size_t p = 8; p < len && len - p >= 12;) {
+        const uint32_t n = gimg_be32(buf + p);
+        const unsigned char *t = buf + p + 4;
+        if (len - p - 12 < n || memcmp(t, "IEND", 4) == 0)
+            break;
+        in_data |= memcmp(t, "IDAT", 4) == 0;
+        for (int k = 0; k < 6 && in_data; k++)
+            if (memcmp(t, late[k], 4) == 0)
+                return 1;
+        p += 12 + (size_t)n;
+    }
+    return 0;
+}
+
+static int rows_meta_follows_png(const void *rows)
+{
+    return ((const png_rows *)rows)->meta_late;
+}
 
 static void rows_close_png(void *rows)
 {
@@ -2014,6 +2200,20 @@ static gimg_status rows_open_png(const unsigned char *buf, size_t len, const gim
     header->channels = p->h.channels;
     header->sample = p->h.sample;
     header->maxval = bits ? (1u << bits) - 1 : 0;
+    /* The metadata now where all of it precedes the image data (libspng
+     * has read those chunks), else with the last band. */
+    if (!(p->meta_late = meta_after_idat(buf, len))) {
+        gimg_image found = {0};
+        st = read_meta(p->ctx, buf, len, &found);
+        header->meta = found.meta;
+        if (p->drop_pages)
+            drop_pages(buf, buf + len);
+        if (st) {
+            gimg_meta_free(header->meta);
+            header->meta = NULL;
+            goto fail;
+        }
+    }
     *rows = p;
     return GIMG_OK;
 fail:
@@ -2068,7 +2268,7 @@ static gimg_status rows_read_png(void *rows, gimg_image *band)
     /* The metadata, whose chunks may follow the image data, with the last
      * rows (codec.h); its walk over the chunks maps pages of the whole
      * file, let go again. */
-    if (!st && p->y == height) {
+    if (!st && p->y == height && p->meta_late) {
         gimg_image found = {0};
         if ((st = read_meta(p->ctx, p->buf, p->len, &found)))
             gimg_meta_free(found.meta);
@@ -2092,6 +2292,28 @@ static gimg_status encode_png(const gimg_image *im, const gimg_write_opts *o, un
     return gimg_png_encode(im, o->png_level, buf, len);
 }
 
+static gimg_status wrows_open_png(const gimg_image *layout, const gimg_write_opts *o,
+                                  void **rows, const unsigned char **bytes, size_t *len)
+{
+    png_writer *w;
+    gimg_status st = png_writer_open(layout, o->png_level, &w);
+    *rows = st ? NULL : w;
+    *bytes = st ? NULL : w->out;
+    *len = st ? 0 : (w->given = w->idat_at == NO_IDAT ? w->out_len : w->idat_at);
+    return st;
+}
+
+static gimg_status wrows_put_png(void *rows, const gimg_image *band, const unsigned char **bytes,
+                                 size_t *len)
+{
+    return png_writer_put(rows, band, bytes, len);
+}
+
+static void wrows_close_png(void *rows)
+{
+    png_writer_free(rows);
+}
+
 /* A chunk holds far more than meta.c's caps: no unfit_meta. */
 const gimg_codec gimg_codec_png = {
     .format = GIMG_FMT_PNG,
@@ -2106,7 +2328,10 @@ const gimg_codec gimg_codec_png = {
             GIMG_META_TEXT,
     .maxval_rule = GIMG_MAXVAL_BITS,
     .rows_open = rows_open_png,
-    .rows_meta_follows = 1,
+    .rows_meta_follows = rows_meta_follows_png,
     .rows_read = rows_read_png,
     .rows_close = rows_close_png,
+    .wrows_open = wrows_open_png,
+    .wrows_put = wrows_put_png,
+    .wrows_close = wrows_close_png,
 };

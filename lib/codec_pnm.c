@@ -923,6 +923,89 @@ static gimg_status encode_pfm(const gimg_image *im, const gimg_write_opts *o, un
     return gimg_pnm_encode(im, GIMG_FMT_PFM, buf, len);
 }
 
+/* PNM and PAM written band by band (codec.h's wrows_*): the header, then
+ * the rows as the file holds them, which are an 8-bit band's own rows
+ * where they lie packed. PFM, which stores the bottom row first, has no
+ * row writer. */
+typedef struct {
+    gimg_image layout;     /* size, channels, sample, maxval (no data) */
+    size_t row_bytes;      /* a row as the file holds it */
+    int rows_left;
+    char head[GIMG_PNM_HEADER_MAX];
+    unsigned char *buf;    /* rows of a band, as the file holds them */
+    size_t cap;
+} pnm_writer;
+
+static gimg_status wrows_open_netpbm(const gimg_image *layout, gimg_format f, void **rows,
+                                     const unsigned char **bytes, size_t *len)
+{
+    *rows = NULL;
+    pnm_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    w->layout = *layout;
+    w->layout.data = NULL;
+    w->layout.meta = NULL;
+    w->rows_left = layout->height;
+    gimg_status st = gimg_pnm_header(layout, f, w->head, sizeof w->head, len);
+    if (!st && !(w->row_bytes = gimg_pnm_row_bytes(layout)))
+        st = gimg_fail(GIMG_E_LIMIT, "image too large to encode");
+    if (st) {
+        free(w);
+        return st;
+    }
+    *bytes = (const unsigned char *)w->head;
+    *rows = w;
+    return GIMG_OK;
+}
+static gimg_status wrows_open_pnm(const gimg_image *layout, const gimg_write_opts *o, void **rows,
+                                  const unsigned char **bytes, size_t *len)
+{
+    return wrows_open_netpbm(layout, GIMG_FMT_PNM, rows, bytes, len);
+}
+static gimg_status wrows_open_pam(const gimg_image *layout, const gimg_write_opts *o, void **rows,
+                                  const unsigned char **bytes, size_t *len)
+{
+    return wrows_open_netpbm(layout, GIMG_FMT_PAM, rows, bytes, len);
+}
+
+static gimg_status wrows_put_netpbm(void *rows, const gimg_image *band,
+                                    const unsigned char **bytes, size_t *len)
+{
+    pnm_writer *w = rows;
+    if (band->width != w->layout.width || band->channels != w->layout.channels ||
+        band->sample != w->layout.sample || band->maxval != w->layout.maxval ||
+        band->height < 1 || band->height > w->rows_left)
+        return gimg_fail(GIMG_E_USAGE, "PNM writer: a band of another layout, or past the "
+                                       "image's rows");
+    w->rows_left -= band->height;
+    *len = w->row_bytes * (size_t)band->height;
+    if (band->sample == GIMG_U8 && band->stride_bytes == w->row_bytes) {
+        *bytes = band->data;   /* the file's bytes already */
+        return GIMG_OK;
+    }
+    if (*len > w->cap) {
+        free(w->buf);
+        if (!(w->buf = malloc(*len))) {
+            w->cap = 0;
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        }
+        w->cap = *len;
+    }
+    for (int y = 0; y < band->height; y++)
+        gimg_pnm_encode_row(band, y, w->buf + (size_t)y * w->row_bytes);
+    *bytes = w->buf;
+    return GIMG_OK;
+}
+
+static void wrows_close_netpbm(void *rows)
+{
+    pnm_writer *w = rows;
+    if (w)
+        free(w->buf);
+    free(w);
+}
+
 /* No metadata in any of the three; PNM and PAM keep any maxval, PFM's
  * float samples have none. */
 const gimg_codec gimg_codec_pnm = {
@@ -939,6 +1022,9 @@ const gimg_codec gimg_codec_pnm = {
     .rows_read = rows_read_netpbm,
     .rows_close = rows_close_netpbm,
     .maxval_rule = GIMG_MAXVAL_ANY,
+    .wrows_open = wrows_open_pnm,
+    .wrows_put = wrows_put_netpbm,
+    .wrows_close = wrows_close_netpbm,
 };
 const gimg_codec gimg_codec_pam = {
     .format = GIMG_FMT_PAM,
@@ -954,6 +1040,9 @@ const gimg_codec gimg_codec_pam = {
     .rows_read = rows_read_netpbm,
     .rows_close = rows_close_netpbm,
     .maxval_rule = GIMG_MAXVAL_ANY,
+    .wrows_open = wrows_open_pam,
+    .wrows_put = wrows_put_netpbm,
+    .wrows_close = wrows_close_netpbm,
 };
 const gimg_codec gimg_codec_pfm = {
     .format = GIMG_FMT_PFM,

@@ -489,6 +489,25 @@ static gimg_status put_rows(item *it, gimg_band_writer *w, const gimg_image *hea
     return GIMG_OK;
 }
 
+/* The rows a spooled output has ready (after the last band: all that are
+ * left) to the band writer; reading them back counts as encode time. */
+static gimg_status spool_out(job *j, item *it, gimg_band_writer *w, void *state,
+                             double *write_ms)
+{
+    const double t = gimg_now_ms();
+    gimg_image rows;
+    int y0;
+    gimg_status st;
+    while (!(st = j->d->bands.next(j->d->user, state, &rows, &y0)) && rows.height) {
+        if ((st = gimg_band_writer_rows(w, &rows))) {
+            it->failed_on = it->info.output[0];
+            break;
+        }
+    }
+    *write_ms += gimg_now_ms() - t;
+    return st;
+}
+
 /* The job of a kept file read in bands (band.h): a report's, or a
  * transform's with its output written as the rows come (band.h) or
  * assembled; or, where the file's codec or the tool's settings cannot,
@@ -509,8 +528,23 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
     if (warned && !j->c->quiet)
         fprintf(stderr, "%s: %s: warning: %s\n", d->tool, it->name, header.meta->warning);
     /* A transform that places bands in its output sets the output's
-     * metadata at the start: it needs it all then. */
-    if (!st && r && !(d->bands.place && gimg_band_meta_follows(r)))
+     * metadata at the start: it needs it all then. Its output is spooled
+     * where it can be written as its rows come, else held whole. */
+    const int place_ok = !st && r && !(d->bands.place && gimg_band_meta_follows(r));
+    gimg_image spooled = {0};   /* the spooled output's layout and metadata */
+    if (place_ok && d->bands.spool_begin &&
+        !(st = d->bands.spool_begin(d->user, j->ctx, &it->info, &header, it->band_rows,
+                                    &spooled, &state)) &&
+        state) {
+        st = gimg_band_writer_open(it->info.output[0], &spooled, 1, &it->info.write[0], &w);
+        if (!w) {
+            d->bands.end(d->user, state, &it->info, NULL);
+            state = NULL;
+            gimg_meta_free(spooled.meta);
+            spooled.meta = NULL;
+        }
+    }
+    if (place_ok && !st && !w)
         st = d->bands.begin(d->user, j->ctx, &it->info, &header, &state);
     if (!st && !state) {
         const gimg_info layout = {.width = it->in.width, .height = it->in.height,
@@ -537,7 +571,8 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
                             : d->report(d->user, j->ctx, &it->info, &it->in, out);
     }
     if (!st && d->transform && !d->bands.place)
-        st = gimg_band_writer_open(it->info.output[0], &header, &it->info.write[0], &w);
+        st = gimg_band_writer_open(it->info.output[0], &header, !gimg_band_meta_follows(r),
+                                   &it->info.write[0], &w);
     double decode_ms = gimg_now_ms() - t0;
     int y0, out_y0, n_bands = 0;
     while (!st) {
@@ -551,8 +586,13 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
             st = d->bands.add(d->user, state, &band, y0);
             continue;
         }
-        if (d->bands.place) {
+        if (d->bands.place && !w) {
             st = d->bands.place(d->user, state, &it->info, &band, y0);
+            continue;
+        }
+        if (d->bands.place) { /* spooled: the rows it makes ready */
+            st = d->bands.place(d->user, state, &it->info, &band, y0);
+            st = st ? st : spool_out(j, it, w, state, &write_ms);
             continue;
         }
         if ((st = d->bands.transform(d->user, state, &band, y0, &rows, &out_y0)) || !rows.height)
@@ -562,6 +602,8 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
             it->failed_on = it->info.output[0];
         write_ms += gimg_now_ms() - t;
     }
+    if (!st && d->bands.place && w) /* spooled: the rest */
+        st = spool_out(j, it, w, state, &write_ms);
     if (!st && !header.meta) { /* a PNG's metadata comes with its last rows */
         header.meta = gimg_band_take_meta(r);
         if (header.meta && header.meta->warning[0] && !j->c->quiet)
@@ -581,6 +623,7 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
     double t = gimg_now_ms();
     gimg_status closed = gimg_band_writer_close(w, !st);
     write_ms += gimg_now_ms() - t;
+    gimg_meta_free(spooled.meta);
     if (closed && !st) {
         st = closed;
         it->failed_on = it->info.output[0];

@@ -100,7 +100,13 @@ typedef struct {
  *    be written so (band.h), else assembles the output image. Or, for
  *    outputs whose rows do not follow the input's (a flip, a rotation):
  *    begin allocates the whole output, item->image[0] (its metadata
- *    too), and place puts each band in it. end(out NULL) frees state.
+ *    too), and place puts each band in it. Or, where the output can be
+ *    written as its rows come and its metadata is complete, spool_begin
+ *    (optional) sets *layout, the output's (size, layout, maxval, its
+ *    metadata, which the driver frees; no pixels), and a state whose
+ *    place keeps the bands elsewhere (a temporary file); after each band
+ *    the driver takes the output rows next gives, in order (as
+ *    transform's), until one of height 0. end(out NULL) frees state.
  * Called on a compute lane; used on the CPU only (with --device gpu the
  * image is read whole). */
 typedef struct {
@@ -109,8 +115,12 @@ typedef struct {
     gimg_status (*add)(void *user, void *state, const gimg_image *band, int y0);
     gimg_status (*transform)(void *user, void *state, const gimg_image *band, int y0,
                              gimg_image *out, int *out_y0);
+    gimg_status (*spool_begin)(void *user, gimg_ctx *ctx, gimg_driver_item *item,
+                               const gimg_image *header, int band_rows, gimg_image *layout,
+                               void **state);
     gimg_status (*place)(void *user, void *state, gimg_driver_item *item,
                          const gimg_image *band, int y0);
+    gimg_status (*next)(void *user, void *state, gimg_image *out, int *out_y0);
     gimg_status (*end)(void *user, void *state, gimg_driver_item *item, FILE *out);
 } gimg_driver_bands;
 

@@ -70,6 +70,27 @@ gimg_status gimg_orient_bands_begin(const gimg_image *header, gimg_orient_op op,
 void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gimg_image *band,
                            int y0, gimg_image *out);
 
+/*
+ * The same, its output spooled through a temporary file (in $TMPDIR, else
+ * /tmp; unlinked from the start) rather than held, and given back in
+ * order, band by band, for an output written as its rows come: memory
+ * holds a few bands of band_rows input rows (the file, the image). begin
+ * sets *layout to op's output for header (size, layout, maxval, the
+ * metadata gimg_orient gives it, which the caller frees; no pixels).
+ * add takes the input's bands in order (at most band_rows rows each);
+ * next gives the output's rows ready, *out its rows [*out_y0, *out_y0 +
+ * out->height) (a view valid until the next call; height 0: none now, or
+ * none left): flop's after each band, the others' once every band was
+ * added. Errors: GIMG_E_IO (the temporary file), GIMG_E_NOMEM. Not for
+ * AUTO (GIMG_E_USAGE).
+ */
+typedef struct gimg_orient_spool gimg_orient_spool;
+gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op, int band_rows,
+                                    gimg_image *layout, gimg_orient_spool **s);
+gimg_status gimg_orient_spool_add(gimg_orient_spool *s, const gimg_image *band, int y0);
+gimg_status gimg_orient_spool_next(gimg_orient_spool *s, gimg_image *out, int *out_y0);
+void gimg_orient_spool_free(gimg_orient_spool *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,8 +89,9 @@ gimg_status gimg_pnm_encode(const gimg_image *im, gimg_format f,
 /* --------------------------------------------------------------- png.c */
 
 /* Encodes a U8 or U16 image of 1-4 channels (any stride) as PNG at level
- * 0-12 (libdeflate's scale; see png.c for the entropy coder it races), into
- * a malloc'd buffer the caller frees. */
+ * 0-12 (see codec_png.c: segments coded by our entropy coder or zlib),
+ * into a malloc'd buffer the caller frees: the bytes the codec's row
+ * writer gives for the image in bands. */
 gimg_status gimg_png_encode(const gimg_image *im, int level,
                             unsigned char **buf, size_t *len);
 
@@ -104,6 +105,15 @@ const char *gimg_io_bits_text(unsigned bits, const char *const *words, unsigned 
 /* Records, for the tools' -v, the kinds of m's metadata that an output of
  * format f loses (what gimg_write records when it writes such a file). */
 void gimg_io_note_dropped_meta(const gimg_meta *m, const gimg_write_opts *o, gimg_format f);
+/* The metadata codec c gets for m (NULL: none), as gimg_encode gives it:
+ * *owned = 1 when it is a copy the caller frees; what c loses is
+ * recorded as gimg_io_note_dropped_meta records it. */
+struct gimg_codec;
+gimg_status gimg_io_meta_for(gimg_meta *m, const struct gimg_codec *c, const gimg_write_opts *o,
+                             gimg_meta **out, int *owned);
+/* 1 when an encoder under maxval rule `rule` (codec.h) receives im's
+ * maxval as it is, 0 when write.c would rescale im first. */
+int gimg_io_maxval_kept(const gimg_image *im, int rule);
 
 /* A file written piece by piece (an image written in bands, band.h), as
  * gimg_write_file writes one: into a temporary beside it (registered for

@@ -21,8 +21,14 @@
 #include "orient_internal.h"
 #include "remote.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <limits.h>
 
 static const struct { const char *name; gimg_orient_op op; gimg_orient_plan plan; } k_ops[] = {
     /*                                          transpose rev_rows rev_cols */
@@ -250,6 +256,245 @@ void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gi
         view.height = band->height;
     }
     gimg_orient_cpu_into(band, op, &view);
+}
+
+/* ------------------------------------------------------- bands, spooled */
+
+/*
+ * The output spooled through a temporary file instead of held (band.h's
+ * writer then writes it as its rows come): memory holds a few bands, the
+ * file (unlinked from the start) holds the image, in the page cache as
+ * long as the machine has room, on disc beyond.
+ *  - flop: a band is the output's next rows: no file.
+ *  - flip, rot180: a band is the output's rows [H - y0 - h, H - y0),
+ *    written where they go in a file of the output's rows; read back in
+ *    order.
+ *  - the transposes: a band is the output's columns [c0, c0 + h) over all
+ *    its rows, written as one block (its rows of h pixels, one after the
+ *    other); an output band's rows are read from every block (one read a
+ *    block) and put side by side.
+ * One write a band, one read per block and output band (each row read
+ * to its place: preadv): a 16384^2 RGB image in bands of 16 MB is 48
+ * writes and 48 x 48 reads.
+ */
+typedef struct {
+    int c0, width;   /* the output columns it holds */
+    off_t at;        /* where it starts in the file */
+} spool_block;
+
+struct gimg_orient_spool {
+    gimg_orient_op op;
+    gimg_orient_plan plan;
+    int in_height;
+    gimg_image layout;      /* the output's (no pixels, no metadata) */
+    size_t out_row_bytes;
+    int fd;                 /* -1: no file (flop) */
+    int rows_placed;
+    gimg_image work;        /* a band oriented; an output band read back */
+    struct iovec *iov;      /* reading back: IOV_MAX rows of a block */
+    int out_rows;           /* rows of an output band */
+    int next_row;           /* the next output row to give */
+    int ready;              /* flop: the rows of the last band, in work, not given */
+    spool_block *block;
+    int n_blocks, cap_blocks;
+};
+
+/* An unlinked file of our own in $TMPDIR (or /tmp). */
+static gimg_status spool_file(int *fd)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (*fd >= 0)
+        return GIMG_OK;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/gimg-spool-XXXXXX", dir) >= (int)sizeof path)
+        return gimg_fail(GIMG_E_IO, "temporary folder %s: name too long", dir);
+    if ((*fd = mkostemp(path, O_CLOEXEC)) < 0)
+        return gimg_fail(GIMG_E_IO, "cannot make a temporary file in %s: %s", dir,
+                         strerror(errno));
+    unlink(path);
+    return GIMG_OK;
+}
+
+static gimg_status spool_io(int fd, unsigned char *p, size_t n, off_t at, int write)
+{
+    while (n > 0) {
+        ssize_t k = write ? pwrite(fd, p, n, at) : pread(fd, p, n, at);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return gimg_fail(GIMG_E_IO, "temporary file: %s error: %s", write ? "write" : "read",
+                             k < 0 ? strerror(errno) : "end of file");
+        p += k;
+        n -= (size_t)k;
+        at += k;
+    }
+    return GIMG_OK;
+}
+
+void gimg_orient_spool_free(gimg_orient_spool *s)
+{
+    if (!s)
+        return;
+    if (s->fd >= 0)
+        close(s->fd);
+    gimg_image_free(&s->work);
+    free(s->iov);
+    free(s->block);
+    free(s);
+}
+
+gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op, int band_rows,
+                                    gimg_image *layout, gimg_orient_spool **out)
+{
+    *out = NULL;
+    memset(layout, 0, sizeof *layout);
+    if (op == GIMG_ORIENT_AUTO || band_rows < 1)
+        return gimg_fail(GIMG_E_USAGE, "gimg_orient_spool_begin: auto, or no band");
+    gimg_orient_spool *s = calloc(1, sizeof *s);
+    if (!s)
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    s->fd = -1;
+    s->op = op;
+    s->plan = gimg_orient_plan_of(op);
+    s->in_height = header->height;
+    gimg_image *L = &s->layout;
+    L->width = s->plan.transpose ? header->height : header->width;
+    L->height = s->plan.transpose ? header->width : header->height;
+    L->channels = header->channels;
+    L->sample = header->sample;
+    s->out_row_bytes = (size_t)L->width * gimg_pixel_bytes(L);
+    /* An output band: about the input band's bytes. */
+    const uint64_t band_bytes =
+        (uint64_t)band_rows * (uint64_t)header->width * gimg_pixel_bytes(header);
+    const uint64_t rows = band_bytes / s->out_row_bytes;
+    s->out_rows = rows < 1 ? 1 : rows > (uint64_t)L->height ? L->height : (int)rows;
+    layout->width = L->width;
+    layout->height = L->height;
+    layout->channels = L->channels;
+    layout->sample = L->sample;
+    gimg_status st = carry_over(header, op, layout);   /* maxval, metadata */
+    const int work_rows = s->plan.transpose ? L->height : band_rows;
+    const int work_width = s->plan.transpose ? band_rows : L->width;
+    if (!st)
+        st = gimg_image_alloc(&s->work, work_width,
+                              work_rows > s->out_rows ? work_rows : s->out_rows, L->channels,
+                              L->sample);
+    if (!st && s->plan.transpose) {
+        /* The work image is an output band when reading back. */
+        if ((uint64_t)s->out_rows * L->width > (uint64_t)s->work.width * s->work.height) {
+            gimg_image_free(&s->work);
+            st = gimg_image_alloc(&s->work, L->width, s->out_rows, L->channels, L->sample);
+        }
+        if (!st && !(s->iov = malloc(IOV_MAX * sizeof *s->iov)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    if (!st && (s->plan.transpose || s->plan.rev_rows))
+        st = spool_file(&s->fd);
+    if (st) {
+        gimg_meta_free(layout->meta);
+        memset(layout, 0, sizeof *layout);
+        gimg_orient_spool_free(s);
+        return st;
+    }
+    L->maxval = layout->maxval;
+    *out = s;
+    return GIMG_OK;
+}
+
+/* s->work as an image of width x height, packed. */
+static gimg_image work_view(const gimg_orient_spool *s, int width, int height)
+{
+    gimg_image v = s->work;
+    v.meta = NULL;
+    v.width = width;
+    v.height = height;
+    v.stride_bytes = (size_t)width * gimg_pixel_bytes(&v);
+    return v;
+}
+
+gimg_status gimg_orient_spool_add(gimg_orient_spool *s, const gimg_image *band, int y0)
+{
+    const int h = band->height;
+    if (h < 1 || y0 != s->rows_placed || h > s->in_height - y0 || s->ready)
+        return gimg_fail(GIMG_E_USAGE, "gimg_orient_spool_add: bands out of order");
+    const gimg_orient_plan p = s->plan;
+    const int first = p.rev_rows ? s->in_height - y0 - h : y0;
+    gimg_image v = p.transpose ? work_view(s, h, s->layout.height) : work_view(s, s->layout.width, h);
+    if ((size_t)v.height * v.stride_bytes > (size_t)s->work.height * s->work.stride_bytes)
+        return gimg_fail(GIMG_E_USAGE, "gimg_orient_spool_add: a band taller than begin's");
+    gimg_orient_cpu_into(band, s->op, &v);
+    s->rows_placed += h;
+    const size_t bytes = (size_t)v.height * v.stride_bytes;
+    if (!p.transpose && !p.rev_rows) {   /* flop: the output's next rows */
+        s->ready = h;
+        return GIMG_OK;
+    }
+    if (!p.transpose)
+        return spool_io(s->fd, v.data, bytes, (off_t)first * (off_t)s->out_row_bytes, 1);
+    if (s->n_blocks == s->cap_blocks) {
+        int cap = s->cap_blocks ? 2 * s->cap_blocks : 64;
+        spool_block *b = realloc(s->block, (size_t)cap * sizeof *b);
+        if (!b)
+            return gimg_fail(GIMG_E_NOMEM, "out of memory");
+        s->block = b;
+        s->cap_blocks = cap;
+    }
+    /* Blocks in the order the bands come: each h input rows' bytes. */
+    const off_t at = (off_t)y0 * (off_t)(bytes / (size_t)h);
+    s->block[s->n_blocks++] = (spool_block){.c0 = first, .width = h, .at = at};
+    return spool_io(s->fd, v.data, bytes, at, 1);
+}
+
+gimg_status gimg_orient_spool_next(gimg_orient_spool *s, gimg_image *out, int *out_y0)
+{
+    memset(out, 0, sizeof *out);
+    *out_y0 = s->next_row;
+    if (s->ready) {   /* flop */
+        *out = work_view(s, s->layout.width, s->ready);
+        out->maxval = s->layout.maxval;
+        s->next_row += s->ready;
+        s->ready = 0;
+        return GIMG_OK;
+    }
+    if (s->fd < 0 || s->rows_placed < s->in_height || s->next_row >= s->layout.height)
+        return GIMG_OK;   /* nothing yet, or nothing left */
+    const int r0 = s->next_row;
+    const int rows = s->layout.height - r0 < s->out_rows ? s->layout.height - r0 : s->out_rows;
+    gimg_image v = work_view(s, s->layout.width, rows);
+    gimg_status st;
+    if (!s->plan.transpose) {
+        st = spool_io(s->fd, v.data, (size_t)rows * s->out_row_bytes,
+                      (off_t)r0 * (off_t)s->out_row_bytes, 0);
+    } else {
+        /* Each block's rows [r0, r0 + rows), one after the other in the
+         * file, read straight to their place in the output rows. */
+        const size_t px = gimg_pixel_bytes(&v);
+        st = GIMG_OK;
+        for (int k = 0; k < s->n_blocks && !st; k++) {
+            const spool_block *b = &s->block[k];
+            const size_t row = (size_t)b->width * px;
+            for (int i = 0; i < rows && !st; i += IOV_MAX) {
+                const int n = rows - i < IOV_MAX ? rows - i : IOV_MAX;
+                for (int q = 0; q < n; q++)
+                    s->iov[q] = (struct iovec){gimg_row(&v, i + q) + (size_t)b->c0 * px, row};
+                const off_t at = b->at + (off_t)(r0 + i) * (off_t)row;
+                ssize_t got = preadv(s->fd, s->iov, n, at);
+                /* Short (a signal): the rows left one at a time. */
+                for (int q = got < 0 ? 0 : (int)((size_t)got / row); q < n && !st; q++)
+                    st = spool_io(s->fd, gimg_row(&v, i + q) + (size_t)b->c0 * px, row,
+                                  at + (off_t)q * (off_t)row, 0);
+            }
+        }
+    }
+    if (st)
+        return st;
+    *out = v;
+    out->maxval = s->layout.maxval;
+    s->next_row += rows;
+    return GIMG_OK;
 }
 
 #ifdef GIMG_HAVE_CUDA

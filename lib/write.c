@@ -117,6 +117,11 @@ static unsigned kept_maxval(const gimg_image *im, gimg_sample sample, int rule)
     return 0;
 }
 
+int gimg_io_maxval_kept(const gimg_image *im, int rule)
+{
+    return !has_own_maxval(im) || kept_maxval(im, im->sample, rule) == im->maxval;
+}
+
 /* *out gets im rescaled from 0..maxval to its sample type's full range:
  * v' = round(v * full / maxval), halves up, in exact integer arithmetic
  * (a sample over maxval counts as maxval). Every channel, alpha too. */
@@ -322,8 +327,8 @@ void gimg_io_note_dropped_meta(const gimg_meta *m, const gimg_write_opts *o, gim
  * block when m has an orientation (from a TIFF tag, or in an EXIF block
  * too large for it) but no EXIF it can hold; a TIFF output writes
  * m->orientation as its own tag. */
-static gimg_status meta_for(gimg_meta *m, const gimg_codec *c, const gimg_write_opts *o,
-                            gimg_meta **out, int *owned)
+gimg_status gimg_io_meta_for(gimg_meta *m, const gimg_codec *c, const gimg_write_opts *o,
+                             gimg_meta **out, int *owned)
 {
     *out = NULL;
     *owned = 0;
@@ -400,7 +405,7 @@ gimg_status gimg_encode(const gimg_image *im, gimg_format f, const gimg_write_op
     int owned;
     gimg_meta *meta = NULL;
     int meta_owned = 0;
-    if ((st = meta_for(im->meta, c, o, &meta, &meta_owned)))
+    if ((st = gimg_io_meta_for(im->meta, c, o, &meta, &meta_owned)))
         return st;
     if ((st = convert(im, channels, sample, c->maxval_rule, &v, &owned))) {
         if (meta_owned)
@@ -767,7 +772,7 @@ gimg_status gimg_write_jpeg_bits(const char *path, const unsigned char *bits, si
     int owned = 0;
     unsigned char *file = NULL;
     size_t file_len = 0;
-    gimg_status st = meta_for(meta, &gimg_codec_jpeg, o, &m, &owned);
+    gimg_status st = gimg_io_meta_for(meta, &gimg_codec_jpeg, o, &m, &owned);
     if (!st)
         st = gimg_jpeg_with_headers(bits, len, m, &file, &file_len);
     if (owned)

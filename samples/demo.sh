@@ -20,7 +20,7 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 [ -f "$STB_INCLUDE/stb_image.h" ] && [ -f "$STB_INCLUDE/stb_image_write.h" ] || missing+=(libstb-dev)
 has_header() { printf '#include <%s>\n' "$1" | "$CC" -E -x c - >/dev/null 2>&1; }
 # The codecs' libraries: header, Debian package.
-for dep in libdeflate.h:libdeflate-dev jpeglib.h:libjpeg62-turbo-dev spng.h:libspng-dev \
+for dep in libdeflate.h:libdeflate-dev zlib.h:zlib1g-dev jpeglib.h:libjpeg62-turbo-dev spng.h:libspng-dev \
     tiffio.h:libtiff-dev webp/decode.h:libwebp-dev gif_lib.h:libgif-dev; do
     header=${dep%%:*} package=${dep#*:}
     if command -v "$CC" >/dev/null 2>&1; then
@@ -48,7 +48,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 else
-    say "build dependencies present (compiler, make, libstb-dev, libdeflate-dev, libjpeg62-turbo-dev, libspng-dev, libtiff-dev, libwebp-dev, libgif-dev)"
+    say "build dependencies present (compiler, make, libstb-dev, libdeflate-dev, zlib1g-dev, libjpeg62-turbo-dev, libspng-dev, libtiff-dev, libwebp-dev, libgif-dev)"
 fi
 
 # ------------------------------------------------------------------ build

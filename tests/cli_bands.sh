@@ -151,8 +151,11 @@ gconv_same gconv-dense-mirror "-k 1,2,3;4,5,6;7,8,9;1,1,1;0,2,0 --border mirror 
 gconv_same gconv-chain-zero "-k box:3 -k sobel --border zero --alpha include" "pam pfm"
 gconv_same gconv-reflect-premultiply "-k unsharp:2:1.5 --border reflect" "pam webp"
 
-# Written as the rows come: -v says so; assembled for standard output,
-# with the same bytes.
+# Written as the rows come (PNM, PAM, PNG): -v says so; assembled for
+# standard output, with the same bytes. A PNG whose metadata follows its
+# pixels (a tEXt after IDAT, as ImageMagick writes its dates) is read in
+# bands but its PNG output assembled, the text kept: the chunks before the
+# image data could not be written first.
 why=""
 "$GC" --device cpu -v --band-rows 9 -k gaussian:1 rgb8.ppm out.ppm 2>err.txt || why="exit $?"
 [ -z "$why" ] && { grep -q 'rgb8.ppm: read in 23 bands of 9 rows, written as they came$' err.txt ||
@@ -160,8 +163,38 @@ why=""
 [ -z "$why" ] && { "$GC" --device cpu --band-rows 9 -k gaussian:1 rgb8.ppm - >stdout.ppm 2>err.txt &&
     cmp -s out.ppm stdout.ppm || why="standard output differs"; }
 [ -z "$why" ] && { "$GC" --device cpu -v --band-rows 9 -k gaussian:1 rgb8.ppm out.png 2>err.txt &&
-    grep -q 'read in 23 bands of 9 rows$' err.txt || why="PNG output: $(tr '\n' '|' <err.txt | head -c 300)"; }
+    grep -q 'read in 23 bands of 9 rows, written as they came$' err.txt ||
+    why="PNG output: $(tr '\n' '|' <err.txt | head -c 300)"; }
+[ -z "$why" ] && { "$GC" --device cpu -k gaussian:1 rgb8.ppm whole.png && cmp -s out.png whole.png ||
+    why="PNG output: not the whole image's bytes"; }
 result gconv-written-as-they-come "$why"
+why=""
+if command -v python3 >/dev/null; then
+    # rgb8.png with a tEXt chunk moved after its image data.
+    python3 - rgb8.png late.png <<'PY' || why="python3 failed"
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+chunks, p = [], 8
+while p < len(data):
+    n = struct.unpack(">I", data[p:p + 4])[0]
+    chunks.append(data[p:p + 12 + n])
+    p += 12 + n
+body = b"Comment\0late"
+text = struct.pack(">I", len(body)) + b"tEXt" + body
+text += struct.pack(">I", zlib.crc32(b"tEXt" + body) & 0xFFFFFFFF)
+open(sys.argv[2], "wb").write(data[:8] + b"".join(chunks[:-1]) + text + chunks[-1])
+PY
+    [ -z "$why" ] && { "$GC" --device cpu -v --band-rows 9 -k gaussian:1 late.png bands.png 2>err.txt ||
+        why="exit $?"; }
+    [ -z "$why" ] && { grep -q 'late.png: read in [0-9]* bands of 9 rows$' err.txt ||
+        why="stderr: $(tr '\n' '|' <err.txt | head -c 300)"; }
+    [ -z "$why" ] && { "$GC" --device cpu -k gaussian:1 late.png whole.png && cmp -s bands.png whole.png ||
+        why="not the whole image's bytes"; }
+    [ -z "$why" ] && { grep -q 'late' bands.png || why="the text was lost"; }
+    result gconv-png-meta-after-pixels "$why"
+else
+    skip gconv-png-meta-after-pixels "no python3"
+fi
 
 # A write that fails as the rows go out (a full device): the same message
 # as whole, exit 1.
@@ -208,8 +241,9 @@ for f in cut-rgb8.ppm cut-rgb8.png cut-rgb.jpg; do
 done
 result gconv-cut-short "$why"
 
-# gtranspose: every symmetry, the output assembled from the bands, the
-# same file as whole; --op auto, and a PNG input, read whole.
+# gtranspose: every symmetry, the output spooled through a temporary file
+# and written as its rows come (PAM, PNG; a PFM output assembled from the
+# bands), the same file as whole; --op auto read whole.
 GT=$BIN/gtranspose
 why=""
 for f in rgb8.ppm gray16.pgm rgba16.png rgb.jpg rgb16.tif rgbf.pfm; do
@@ -222,15 +256,30 @@ for f in rgb8.ppm gray16.pgm rgba16.png rgb.jpg rgb16.tif rgbf.pfm; do
             "$GT" --device cpu -v --band-rows $rows --op $op "$f" "bands.$out" 2>err.txt ||
                 { why="$f $op --band-rows $rows: exit $?: $(head -c 200 err.txt)"; break 3; }
             cmp -s "whole.$out" "bands.$out" || { why="$f $op --band-rows $rows: differs"; break 3; }
-            if [ $op = auto ] || [ $out = png ]; then # metadata may follow a PNG's pixels
+            if [ $op = auto ]; then
                 ! grep -q 'read in' err.txt || { why="$f --op $op read in bands"; break 3; }
             elif [ "$rows" -lt "$h" ]; then
                 grep -q 'read in' err.txt || { why="$f $op not read in bands"; break 3; }
+                [ $out = pfm ] || grep -q 'written as they came$' err.txt ||
+                    { why="$f $op --band-rows $rows: not written as they came"; break 3; }
             fi
         done
     done
 done
 result gtranspose-every-op "$why"
+
+# The temporary file: unlinked from the start (nothing left in TMPDIR);
+# where it cannot be made, exit 1, "tool: file: cannot make a temporary
+# file in DIR", no output.
+why=""
+mkdir -p spool
+TMPDIR=$PWD/spool "$GT" --device cpu --band-rows 7 --op rot270 rgb8.ppm out.ppm || why="exit $?"
+[ -z "$why" ] && [ -n "$(ls -A spool)" ] && why="left $(ls -A spool | tr '\n' ' ')"
+result gtranspose-spool-left-nothing "$why"
+TMPDIR=$PWD/no-such-folder TOOL=gtranspose expect_fail gtranspose-spool-no-folder 1 e -- \
+    "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm e/out.ppm
+grep -q "^gtranspose: rgb8.ppm: cannot make a temporary file in $PWD/no-such-folder: " stderr.txt ||
+    fail gtranspose-spool-no-folder-message "$(head -c 300 stderr.txt)"
 
 # Over the default threshold (64 MP: 8192 x 8193 gray), bands without
 # --band-rows; the same report as read whole (--band-rows past its height).
@@ -280,14 +329,30 @@ grep -q 'rgb8.bmp: reading it whole (its format has no row decoder) needs 179 Ki
 expect_fail budget-stdin 1 e -- sh -c "\"$GS\" --max-memory 64K - <rgb8-301.png"
 grep -q 'standard input: reading it whole (from standard input) needs 179 KiB, over the memory budget of 64 KiB' stderr.txt ||
     fail budget-stdin-message "$(head -c 300 stderr.txt)"
+# A rotation's output assembled whole (for standard output) is refused past
+# the budget; to a file it is spooled through a temporary file.
 TOOL=gtranspose expect_fail budget-rotation-output 1 e -- "$GT" --device cpu --max-memory 128K \
-    --op rot90 rgb8.ppm e/out.ppm
+    --op rot90 rgb8.ppm -
 grep -q 'over the memory budget of 128 KiB' stderr.txt ||
     fail budget-rotation-output-message "$(head -c 300 stderr.txt)"
+why=""
+"$GT" --device cpu -v --max-memory 128K --op rot90 rgb8.ppm bands.png 2>err.txt || why="exit $?"
+[ -z "$why" ] && { grep -q 'written as they came' err.txt || why="not written in bands"; }
+[ -z "$why" ] && { "$GT" --device cpu --op rot90 rgb8.ppm whole.png && cmp -s bands.png whole.png ||
+    why="not the whole image's bytes"; }
+result budget-rotation-spooled "$why"
+# A PNG output assembled (for standard output) holds its encoder's
+# buffers: refused past the budget; to a file it is written in bands.
 TOOL=gconv expect_fail budget-png-encoder 1 e -- "$GC" --device cpu --max-memory 256K -k 1 \
-    rgb8.ppm e/out.png
-grep -q 'e/out.png: encoding it as PNG needs .*over the memory budget of 256 KiB' stderr.txt ||
+    rgb8.ppm -f png -
+grep -q 'standard output: encoding it as PNG needs .*over the memory budget of 256 KiB' stderr.txt ||
     fail budget-png-encoder-message "$(head -c 300 stderr.txt)"
+why=""
+"$GC" --device cpu -v --max-memory 256K -k 1 rgb8.ppm bands.png 2>err.txt || why="exit $?"
+[ -z "$why" ] && { grep -q 'written as they came' err.txt || why="not written in bands"; }
+[ -z "$why" ] && { "$GC" --device cpu -k 1 rgb8.ppm whole.png && cmp -s bands.png whole.png ||
+    why="not the whole image's bytes"; }
+result budget-png-in-bands "$why"
 for bad in 1 64 10x -5M 1e9 0% 101%; do
     expect_fail "budget-usage-$bad" 2 e -- "$GS" --max-memory "$bad" rgb8.ppm
 done

@@ -298,6 +298,185 @@ static void test_band_rows(void)
     gimg_set_max_memory(saved);
 }
 
+/* ------------------------------------------------------------ writing */
+
+/* The file gimg_band_writer writes for im, handed over in bands of `rows`
+ * rows, read back (malloc'd; NULL when the writer declined or failed,
+ * *declined saying which). */
+static unsigned char *written_in_bands(const gimg_image *im, const char *path,
+                                       const gimg_write_opts *o, int rows, size_t *len,
+                                       int *declined)
+{
+    gimg_band_writer *w;
+    *declined = 0;
+    gimg_status st = gimg_band_writer_open(path, im, 1, o, &w);
+    if (st || !w) {
+        *declined = !st;
+        return NULL;
+    }
+    for (int y = 0; !st && y < im->height; y += rows) {
+        gimg_image band = *im;
+        band.data = (unsigned char *)gimg_row(im, y);
+        band.height = im->height - y < rows ? im->height - y : rows;
+        band.meta = NULL;
+        st = gimg_band_writer_rows(w, &band);
+    }
+    if (gimg_band_writer_close(w, !st) || st)
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    if (f && !fseek(f, 0, SEEK_END) && (*len = (size_t)ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+        (buf = malloc(*len)) && fread(buf, 1, *len, f) != *len) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f)
+        fclose(f);
+    remove(path);
+    return buf;
+}
+
+/* im written band by band as format f (the extension `ext`) is the file
+ * gimg_encode makes of it whole, byte for byte, for every band height
+ * given (1, awkward, height - 1, height). */
+static void check_written(const char *what, const gimg_image *im, const char *ext,
+                          gimg_format f, const gimg_write_opts *o, const char *dir)
+{
+    size_t want_len, len = 0;
+    unsigned char *want = NULL;
+    gimg_status st = gimg_encode(im, f, o, &want, &want_len);
+    CHECK(st == GIMG_OK, "%s: encoding: %s", what, gimg_last_error());
+    char path[512];
+    snprintf(path, sizeof path, "%s/out.%s", dir, ext);
+    const int heights[] = {1, 7, 300, im->height > 1 ? im->height - 1 : 1, im->height};
+    for (size_t k = 0; !st && k < sizeof heights / sizeof *heights; k++) {
+        if (heights[k] == 1 && im->height > 400)
+            continue;   /* a band a row: the small images */
+        int declined;
+        unsigned char *got = written_in_bands(im, path, o, heights[k], &len, &declined);
+        CHECK(got, "%s, bands of %d rows: %s", what, heights[k],
+              declined ? "the writer declined it" : gimg_last_error());
+        CHECK(!got || (len == want_len && !memcmp(got, want, len)),
+              "%s, bands of %d rows: %zu bytes, whole %zu, %s", what, heights[k], len,
+              want_len, got && len == want_len ? "differing" : "sizes differ");
+        free(got);
+        if (!got)
+            break;
+    }
+    free(want);
+}
+
+/* The row writers (codec.h's wrows_*, through gimg_band_writer): PNG at
+ * every layout and level, with an sBIT and with metadata, over several of
+ * its 4 MiB segments (noise, which the entropy coder takes, and flat
+ * stretches, which LZ takes); PNM and PAM of 8 and 16 bits. What the
+ * writer declines: PFM, a float PNG, alpha in a PNM, a maxval a PNG
+ * rescales, standard output, a PNG whose metadata is not complete. */
+static void test_written(void)
+{
+    char dir[] = "/tmp/unit_band.XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    gimg_write_opts o;
+    gimg_write_opts_init(&o);
+    static const struct {
+        gimg_sample sample;
+        unsigned maxval;
+    } k[] = {{GIMG_U8, 0}, {GIMG_U8, 31}, {GIMG_U16, 0}, {GIMG_U16, 4095}};
+    char what[128];
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        for (int c = 1; c <= 4; c++)
+            for (size_t z = 0; z < sizeof k_sizes / sizeof *k_sizes; z++) {
+                gimg_image im;
+                if (!make_image(&im, k_sizes[z][0], k_sizes[z][1], c, k[i].sample, k[i].maxval,
+                                7 + i * 13 + (size_t)c + z)) {
+                    CHECK(0, "out of memory");
+                    break;
+                }
+                im.maxval = k[i].maxval;
+                snprintf(what, sizeof what, "PNG %dx%d c%d %d-bit maxval %u", im.width,
+                         im.height, c, 8 * (int)im.sample, im.maxval);
+                check_written(what, &im, "png", GIMG_FMT_PNG, &o, dir);
+                snprintf(what, sizeof what, "PAM %dx%d c%d %d-bit maxval %u", im.width,
+                         im.height, c, 8 * (int)im.sample, im.maxval);
+                check_written(what, &im, "pam", GIMG_FMT_PAM, &o, dir);
+                if (c % 2) {
+                    snprintf(what, sizeof what, "PNM %dx%d c%d %d-bit maxval %u", im.width,
+                             im.height, c, 8 * (int)im.sample, im.maxval);
+                    check_written(what, &im, "pnm", GIMG_FMT_PNM, &o, dir);
+                }
+                gimg_image_free(&im);
+            }
+
+    /* 1500 x 1500 RGB: 6.75 MB of filtered rows, two segments; the top
+     * half noise, the bottom half flat bars, at levels 0, 1, 6 and 9;
+     * RGBA 16-bit with metadata. */
+    gimg_image big;
+    if (make_image(&big, 1500, 1500, 3, GIMG_U8, 0, 99)) {
+        for (int y = 750; y < big.height; y++)
+            memset(gimg_row(&big, y), (y / 40) * 17 & 0xff, (size_t)big.width * 3);
+        for (int level = 0; level <= 9; level += level < 6 ? (level ? 5 : 1) : 3) {
+            o.png_level = level;
+            snprintf(what, sizeof what, "PNG 1500x1500 RGB, level %d", level);
+            check_written(what, &big, "png", GIMG_FMT_PNG, &o, dir);
+        }
+        o.png_level = GIMG_DEFAULT_PNG_LEVEL;
+        gimg_image_free(&big);
+    } else {
+        CHECK(0, "out of memory");
+    }
+    if (make_image(&big, 700, 1100, 4, GIMG_U16, 0, 5) &&
+        !gimg_meta_add_text(&big.meta, "Title", "bands", 5, NULL, NULL, 0, 0) &&
+        !gimg_meta_add_icc(&big.meta, (const unsigned char *)"profile bytes", 13)) {
+        big.meta->x_dpi = big.meta->y_dpi = 300;
+        check_written("PNG 700x1100 RGBA 16-bit with metadata", &big, "png", GIMG_FMT_PNG, &o,
+                      dir);
+        o.strip = 1;
+        check_written("PNG 700x1100 RGBA 16-bit, --strip", &big, "png", GIMG_FMT_PNG, &o, dir);
+        o.strip = 0;
+    } else {
+        CHECK(0, "out of memory");
+    }
+    gimg_image_free(&big);
+
+    /* Declined: the caller writes these whole. */
+    gimg_image im;
+    char path[512];
+    static const struct {
+        const char *ext;
+        int channels;
+        gimg_sample sample;
+        unsigned maxval;
+        int meta_complete;
+    } no[] = {
+        {"pfm", 3, GIMG_F32, 0, 1}, {"png", 3, GIMG_F32, 0, 1}, {"ppm", 4, GIMG_U8, 0, 1},
+        {"png", 3, GIMG_U8, 200, 1}, {"png", 3, GIMG_U8, 0, 0},  {"tif", 3, GIMG_U8, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+        if (!make_image(&im, 9, 5, no[i].channels, no[i].sample, no[i].maxval, 3)) {
+            CHECK(0, "out of memory");
+            break;
+        }
+        im.maxval = no[i].maxval;
+        gimg_band_writer *w = NULL;
+        snprintf(path, sizeof path, "%s/out.%s", dir, no[i].ext);
+        gimg_status st = gimg_band_writer_open(path, &im, no[i].meta_complete, &o, &w);
+        CHECK(st == GIMG_OK && !w, "%s, %d channels, sample %d, maxval %u: %s", no[i].ext,
+              no[i].channels, (int)no[i].sample, no[i].maxval, w ? "taken" : gimg_last_error());
+        gimg_band_writer_close(w, 0);
+        gimg_image_free(&im);
+    }
+    gimg_band_writer *w = NULL;
+    if (make_image(&im, 9, 5, 3, GIMG_U8, 0, 3)) {
+        CHECK(gimg_band_writer_open("-", &im, 1, &o, &w) == GIMG_OK && !w, "standard output");
+        gimg_band_writer_close(w, 0);
+        gimg_image_free(&im);
+    }
+    rmdir(dir);
+}
+
 /* PNG: the tests of lib/codec_png.c's row decoder go here. */
 
 /* libgimg's writer: gray, gray+alpha, RGB and RGBA of 8 and 16 bits, in
@@ -1478,6 +1657,7 @@ int main(void)
     RUN(test_pnm_pam_pfm);
     RUN(test_pnm_plain_and_bitmaps);
     RUN(test_pnm_refused);
+    RUN(test_written);
     /* PNG's RUNs */
     RUN(test_png_written);
     RUN(test_png_by_hand);

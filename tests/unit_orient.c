@@ -411,8 +411,51 @@ static void test_auto_padded_rows(void)
     gimg_image_free(&in);
 }
 
-/* Every symmetry but auto, band by band (gimg_orient_bands_*), equals the
- * whole image's, byte for byte, metadata included: every pixel size,
+/* The spooled output (gimg_orient_spool_*) of im in bands of `rows` rows
+ * gives whole's rows, in order, each once, with its layout, maxval and
+ * metadata; flop's rows come with each band, the others' after the last. */
+static void spooled_equal(const gimg_image *im, gimg_orient_op op, int rows,
+                          const gimg_image *whole)
+{
+    gimg_orient_spool *s;
+    gimg_image layout, out;
+    int y0, next = 0, same = 1;
+    if (gimg_orient_spool_begin(im, op, rows, &layout, &s)) {
+        CHECK(0, "%s", gimg_last_error());
+        return;
+    }
+    same = layout.width == whole->width && layout.height == whole->height &&
+           layout.channels == whole->channels && layout.sample == whole->sample &&
+           layout.maxval == whole->maxval && !layout.data && layout.meta &&
+           layout.meta->orientation == whole->meta->orientation;
+    const size_t bytes = (size_t)whole->width * gimg_pixel_bytes(whole);
+    gimg_status st = GIMG_OK;
+    for (int y = 0; !st && same && y < im->height; y += rows) {
+        gimg_image band = *im;
+        band.meta = NULL;
+        band.data = (unsigned char *)gimg_row(im, y);
+        band.height = im->height - y < rows ? im->height - y : rows;
+        st = gimg_orient_spool_add(s, &band, y);
+        const int last = y + band.height == im->height;
+        while (!st && same && !(st = gimg_orient_spool_next(s, &out, &y0)) && out.height) {
+            same = y0 == next && (op == GIMG_ORIENT_FLOP || last) &&
+                   out.width == whole->width && out.maxval == whole->maxval &&
+                   y0 + out.height <= whole->height;
+            for (int i = 0; same && i < out.height; i++)
+                same = !memcmp(gimg_row(&out, i), gimg_row(whole, y0 + i), bytes);
+            next += out.height;
+        }
+    }
+    CHECK(!st && same && next == whole->height, "%s of %dx%d c%d spooled in bands of %d rows: "
+          "%s, %d rows of %d", gimg_orient_name(op), im->width, im->height, im->channels, rows,
+          st ? gimg_last_error() : same ? "" : "differs", next, whole->height);
+    gimg_meta_free(layout.meta);
+    gimg_orient_spool_free(s);
+}
+
+/* Every symmetry but auto, band by band (gimg_orient_bands_*, and spooled
+ * through a temporary file: gimg_orient_spool_*), equals the whole
+ * image's, byte for byte, metadata included: every pixel size,
  * awkward sizes (a row, a column, odd), bands of 1 row, awkward heights,
  * the height - 1, more than the height; auto is refused. */
 static void test_bands(void)
@@ -465,6 +508,7 @@ static void test_bands(void)
                     CHECK(same, "%s of %dx%d c%d, bands of %d rows", gimg_orient_name(ops[o]),
                           im.width, im.height, im.channels, rows[r]);
                     gimg_image_free(&out);
+                    spooled_equal(&im, ops[o], rows[r], &whole);
                 }
                 gimg_image_free(&whole);
             }

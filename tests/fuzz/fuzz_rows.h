@@ -13,7 +13,7 @@
  * the same bytes and page as decode, in bands of 3 rows: it refuses what
  * decode refused, with its status and message (at the opening or at some
  * band), and gives what decode gave (st GIMG_OK, *im), row for row, with
- * its maxval. Nothing else is asked of it: it may say that a file has no
+ * its maxval, and its metadata (in the header, or with a band). Nothing else is asked of it: it may say that a file has no
  * row decoder (an interlaced PNG). */
 static inline void fuzz_rows_match(const gimg_codec *row, const uint8_t *data, size_t size,
                                    int page, gimg_status st, const char *message,
@@ -23,6 +23,7 @@ static inline void fuzz_rows_match(const gimg_codec *row, const uint8_t *data, s
         return;
     const gimg_read_opts o = {.page = page};
     gimg_image header, band;
+    gimg_meta *late = NULL;   /* metadata that came with a band */
     void *rows = NULL;
     memset(&header, 0, sizeof header);
     memset(&band, 0, sizeof band);
@@ -45,12 +46,24 @@ static inline void fuzz_rows_match(const gimg_codec *row, const uint8_t *data, s
         band.maxval = header.maxval;
         fuzz_clear_error();
         got = row->rows_read(rows, &band);
-        gimg_meta_free(band.meta);
-        band.meta = NULL;
+        if (band.meta) {
+            FUZZ_CHECK(!header.meta && !late, "metadata in the header and with a band too");
+            gimg_meta_free(late);
+            late = band.meta;
+            band.meta = NULL;
+        }
         for (int i = 0; !got && st == GIMG_OK && i < band.height; i++)
             FUZZ_CHECK(memcmp(gimg_row(&band, i), gimg_row(im, y + i), bytes) == 0,
                        "rows_read's row %d is not decode's", y + i);
     }
+    if (rows && !got && st == GIMG_OK) {
+        const gimg_meta *m = header.meta ? header.meta : late;
+        FUZZ_CHECK(gimg_meta_kinds(m) == gimg_meta_kinds(im->meta) &&
+                       !strcmp(m ? m->warning : "", im->meta ? im->meta->warning : ""),
+                   "bands' metadata (kinds %#x) is not decode's (%#x)", gimg_meta_kinds(m),
+                   gimg_meta_kinds(im->meta));
+    }
+    gimg_meta_free(late);
     if (rows || got) {
         FUZZ_CHECK(got == st, "bands: status %d, decode's %d (%s)", (int)got, (int)st,
                    got ? gimg_last_error() : message);
