@@ -204,7 +204,8 @@ fuzz-smoke: fuzz
 NPP_LIBS := $(if $(wildcard $(CUDA_HOME)/include/nppi.h),-lnppif -lnppist -lnppidei -lnppc,)
 NPP_FLAG := $(if $(NPP_LIBS),-DGIMG_HAVE_NPP,)
 $(BUILD)/tests/bench/%: tests/bench/%.cu $(BUILD)/libgimg.a
-	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(IMAGE_LIBS) $(DEFLATE_LIBS) -lgomp
+	$(NVCC) $(NVCCFLAGS) $(NPP_FLAG) -Itests -o $@ $< $(BUILD)/libgimg.a $(filter -L%,$(LDFLAGS)) \
+	    -L$(CUDA_HOME)/lib64 $(NPP_LIBS) $(IMAGE_LIBS) $(DEFLATE_LIBS) -lgomp
 
 # One benchmark per kernel file: tests/bench/bench_<op>.cu.
 BENCH_BINS := $(patsubst tests/bench/%.cu,$(BUILD)/tests/bench/%,$(wildcard tests/bench/bench_*.cu))
