@@ -85,6 +85,7 @@ struct gimg_ctx {
     const char *auto_gpu_where;     /* "the GPU", "gimgd" */
     int auto_no_gpu;                /* chose the CPU: this build has no GPU */
     int batch_images;               /* the job's images, sharing a start-up (1: unknown) */
+    int driver_lanes;               /* the most lanes gimg_ctx_lanes gave the driver */
     gimg_cost_gpu_measure measured; /* what this process's GPU measured, for the cache */
     /* The process's first GPU operation: what it took beyond the table's
      * prediction for it once warm (CUDA loads the kernels' module at their
@@ -261,9 +262,21 @@ static void *init_main(void *arg)
         if (ctx->n_gpus == 0)
             ctx->init_status = gimg_fail(GIMG_E_DEVICE, "no GPU in the device list");
     }
+    /* A lane of its own for each of the driver's: a job the server serves
+     * has the server's lanes (gimg_ctx_lanes), and the operations it does
+     * not do (a comparison, say) come to this process's GPUs, where two
+     * lanes sharing one GPU lane would share its buffers and stream. */
+    pthread_mutex_lock(&ctx->lock);
+    const int driver_lanes = ctx->driver_lanes;
+    pthread_mutex_unlock(&ctx->lock);
+    int lanes = lanes_per_gpu(ctx);
+    if (ctx->n_gpus > 0 && (driver_lanes + ctx->n_gpus - 1) / ctx->n_gpus > lanes)
+        lanes = (driver_lanes + ctx->n_gpus - 1) / ctx->n_gpus;
+    if (lanes > MAX_LANES_PER_GPU)
+        lanes = MAX_LANES_PER_GPU;
     for (int i = 0; i < ctx->n_gpus; i++) {
         ctx->gpu[i].want_jpeg = ctx->want_jpeg;
-        ctx->gpu[i].n_lanes = lanes_per_gpu(ctx);
+        ctx->gpu[i].n_lanes = lanes;
     }
     signal_state(ctx, &ctx->counted);
     for (int i = 1; i < ctx->n_gpus; i++)
@@ -359,10 +372,21 @@ gimg_status gimg_ctx_wait_ready(gimg_ctx *ctx)
 
 int gimg_ctx_lanes(gimg_ctx *ctx)
 {
-    /* A job the server serves (auto's: with its codecs) has its lanes. */
+    /* A job the server serves (auto's: with its codecs) has its lanes, as
+     * many as this process's GPUs can give a lane of their own each (what
+     * the server does not do runs here: lane_gpu), and no more. */
     if ((ctx->dev.kind == GIMG_DEV_GPU || ctx->jpeg_remote) &&
-        gimg_remote_prepare(ctx->remote, SIZE_MAX))
-        return gimg_remote_lanes(ctx->remote);
+        gimg_remote_prepare(ctx->remote, SIZE_MAX)) {
+        const int gpus = ctx->dev.all_gpus ? GIMG_MAX_GPUS : ctx->dev.n_gpus > 0 ? ctx->dev.n_gpus : 1;
+        int lanes = gimg_remote_lanes(ctx->remote);
+        if (lanes > gpus * MAX_LANES_PER_GPU)
+            lanes = gpus * MAX_LANES_PER_GPU;
+        pthread_mutex_lock(&ctx->lock);
+        if (lanes > ctx->driver_lanes)
+            ctx->driver_lanes = lanes;
+        pthread_mutex_unlock(&ctx->lock);
+        return lanes;
+    }
     if (ctx->dev.kind == GIMG_DEV_CPU || !gimg_built_with_cuda())
         return 1;
 #ifdef GIMG_HAVE_CUDA
