@@ -586,13 +586,10 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
             st = d->bands.add(d->user, state, &band, y0);
             continue;
         }
-        if (d->bands.place && !w) {
+        if (d->bands.place) { /* spooled (w): with the rows it makes ready */
             st = d->bands.place(d->user, state, &it->info, &band, y0);
-            continue;
-        }
-        if (d->bands.place) { /* spooled: the rows it makes ready */
-            st = d->bands.place(d->user, state, &it->info, &band, y0);
-            st = st ? st : spool_out(j, it, w, state, &write_ms);
+            if (!st && w)
+                st = spool_out(j, it, w, state, &write_ms);
             continue;
         }
         if ((st = d->bands.transform(d->user, state, &band, y0, &rows, &out_y0)) || !rows.height)
