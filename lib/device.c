@@ -79,7 +79,7 @@ struct gimg_ctx {
     char jpeg_cpu_why[160];         /* the last reason a JPEG went to the CPU */
     char jpeg_auto[200];            /* --device auto's choice of codecs, for -v */
     /* --device auto's choices of device (cost.h), for -v: how many, their
-     * predictions summed, the first's start-up, where the GPU's ran. */
+     * predictions summed, the start-up share one paid, where the GPU's ran. */
     int auto_n, auto_gpu_n;
     double auto_cpu_ms, auto_gpu_ms, auto_start_ms;
     const char *auto_gpu_where;     /* "the GPU", "gimgd" */
@@ -437,8 +437,12 @@ static void note_auto(gimg_ctx *ctx, const gimg_cost_prediction *p, const char *
                       int no_gpu)
 {
     pthread_mutex_lock(&ctx->lock);
-    if (!ctx->auto_n++)
-        ctx->auto_start_ms = p->start_ms; /* the first operation's share */
+    /* The start-up's share an operation paid: the one that starts the
+     * server pays it, those after find it warm. Not the first to get
+     * here: with two lanes, the one that waited for the start may be. */
+    ctx->auto_n++;
+    if (p->start_ms > ctx->auto_start_ms)
+        ctx->auto_start_ms = p->start_ms;
     ctx->auto_cpu_ms += p->cpu_ms;
     ctx->auto_gpu_ms += p->gpu_ms;
     if (where) {
