@@ -1369,8 +1369,7 @@ gimg_status gimg_png_encode(const gimg_image *im, int level, unsigned char **buf
     gimg_status st = png_writer_open(im, level, &w);
     if (st)
         return st;
-    /* The head stays in out: the whole file is given at once. */
-    w->given = 0;
+    /* One band, the last: the head, still in out, and the rest, at once. */
     if (!(st = png_writer_put(w, im, &bytes, &n))) {
         unsigned char *shrunk = realloc(w->out, n);
         *buf = shrunk ? shrunk : w->out;

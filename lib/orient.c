@@ -25,10 +25,10 @@
 #include <fcntl.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <limits.h>
 
 static const struct { const char *name; gimg_orient_op op; gimg_orient_plan plan; } k_ops[] = {
     /*                                          transpose rev_rows rev_cols */
@@ -286,7 +286,7 @@ struct gimg_orient_spool {
     gimg_orient_op op;
     gimg_orient_plan plan;
     int in_height;
-    gimg_image layout;      /* the output's (no pixels, no metadata) */
+    gimg_image layout;      /* the output's size, layout, maxval (no pixels, no metadata) */
     size_t out_row_bytes;
     int fd;                 /* -1: no file (flop) */
     int rows_placed;
@@ -360,37 +360,31 @@ gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op,
     s->op = op;
     s->plan = gimg_orient_plan_of(op);
     s->in_height = header->height;
-    gimg_image *L = &s->layout;
-    L->width = s->plan.transpose ? header->height : header->width;
-    L->height = s->plan.transpose ? header->width : header->height;
-    L->channels = header->channels;
-    L->sample = header->sample;
-    s->out_row_bytes = (size_t)L->width * gimg_pixel_bytes(L);
+    layout->width = s->plan.transpose ? header->height : header->width;
+    layout->height = s->plan.transpose ? header->width : header->height;
+    layout->channels = header->channels;
+    layout->sample = header->sample;
+    gimg_status st = carry_over(header, op, layout);   /* maxval, metadata */
+    s->layout = *layout;
+    s->layout.meta = NULL;
+    const int W = layout->width;
+    s->out_row_bytes = (size_t)W * gimg_pixel_bytes(layout);
     /* An output band: about the input band's bytes. */
     const uint64_t band_bytes =
         (uint64_t)band_rows * (uint64_t)header->width * gimg_pixel_bytes(header);
     const uint64_t rows = band_bytes / s->out_row_bytes;
-    s->out_rows = rows < 1 ? 1 : rows > (uint64_t)L->height ? L->height : (int)rows;
-    layout->width = L->width;
-    layout->height = L->height;
-    layout->channels = L->channels;
-    layout->sample = L->sample;
-    gimg_status st = carry_over(header, op, layout);   /* maxval, metadata */
-    const int work_rows = s->plan.transpose ? L->height : band_rows;
-    const int work_width = s->plan.transpose ? band_rows : L->width;
+    s->out_rows = rows < 1 ? 1 : rows > (uint64_t)layout->height ? layout->height : (int)rows;
+    /* One buffer, viewed as a band oriented (a block of output columns for
+     * the transposes) and as an output band read back: room for either. */
+    const uint64_t block_px = (uint64_t)band_rows * (uint64_t)(s->plan.transpose ? layout->height : W);
+    const uint64_t out_px = (uint64_t)s->out_rows * (uint64_t)W;
+    const uint64_t work_rows = ((block_px > out_px ? block_px : out_px) + (uint64_t)W - 1) / (uint64_t)W;
     if (!st)
-        st = gimg_image_alloc(&s->work, work_width,
-                              work_rows > s->out_rows ? work_rows : s->out_rows, L->channels,
-                              L->sample);
-    if (!st && s->plan.transpose) {
-        /* The work image is an output band when reading back. */
-        if ((uint64_t)s->out_rows * L->width > (uint64_t)s->work.width * s->work.height) {
-            gimg_image_free(&s->work);
-            st = gimg_image_alloc(&s->work, L->width, s->out_rows, L->channels, L->sample);
-        }
-        if (!st && !(s->iov = malloc(IOV_MAX * sizeof *s->iov)))
-            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
-    }
+        st = work_rows > INT_MAX ? gimg_fail(GIMG_E_LIMIT, "bands too large to spool")
+                                 : gimg_image_alloc(&s->work, W, (int)work_rows, layout->channels,
+                                                    layout->sample);
+    if (!st && s->plan.transpose && !(s->iov = malloc(IOV_MAX * sizeof *s->iov)))
+        st = gimg_fail(GIMG_E_NOMEM, "out of memory");
     if (!st && (s->plan.transpose || s->plan.rev_rows))
         st = spool_file(&s->fd);
     if (st) {
@@ -399,7 +393,6 @@ gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op,
         gimg_orient_spool_free(s);
         return st;
     }
-    L->maxval = layout->maxval;
     *out = s;
     return GIMG_OK;
 }
