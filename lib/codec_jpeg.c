@@ -29,22 +29,23 @@
  *    image itself); a file of too many scans (below).
  *  - The scan limit. A progressive file can repeat scans without end: each
  *    costs the decoder a pass over every block of the components it codes,
- *    though it may hold 10 bytes. libjpeg's progress monitor sees each scan
- *    start, and the file is refused, before that scan's data is read, once
- *    its scans have coded more than JPEG_MAX_COMPONENT_SCANS = 48
- *    components in all (a scan of 3 components counts 3: the cost of a
- *    scan is that of its components; djpeg's -maxscans counts scans).
- *    Encoders write far fewer: libjpeg's and jpegtran's progression of a
- *    colour file counts 12 (10 scans), of gray 6, of CMYK 24; a script of
- *    a few dozen single-component scans decodes. Measured at 8192x8192
+ *    though it may hold 10 bytes. A file whose scans code more than
+ *    JPEG_MAX_COMPONENT_SCANS = 48 components in all (a scan of 3
+ *    components counts 3: the cost of a scan is that of its components;
+ *    djpeg's -maxscans counts scans) is refused. The scans are counted by
+ *    walking the file's markers before jpeg_start_decompress, which
+ *    allocates (and the system zeroes) the coefficients of a multi-scan
+ *    file: 384 MB at 8192x8192 in colour, 0.4 s of CPU before the first
+ *    scan. libjpeg's progress monitor counts again as it reads, and
+ *    refuses the scan past the limit before its data is read. Encoders
+ *    write far fewer: libjpeg's and jpegtran's progression of a colour
+ *    file counts 12 (10 scans), of gray 6, of CMYK 24; a script of a few
+ *    dozen single-component scans decodes. Measured at 8192x8192
  *    (tests/unit_codec_jpeg.c and cli_codec_jpeg.sh make these files), a
  *    component's scan costs 5.7 ms of CPU with Huffman coding, 7.6 ms with
  *    arithmetic coding (whose empty scans are legal: no warning stops
- *    them); the files of 10,000 scans are refused after 0.35-0.45 s of CPU
- *    for gray and 0.5-0.65 s for colour (0.2 s of it the system's, for the
- *    3 x 128 MB of coefficients), with 48; with 64 the colour ones took up
- *    to 1.1 s on this busy 2-core machine. Empty Huffman scans stop at the
- *    first, by the warning rule.
+ *    them), so 48 of them cost at most 0.4 s after the allocation; the
+ *    files of 10,000 scans are refused in well under a millisecond.
  *  - Warnings. libjpeg warns and goes on where data is missing or
  *    undecodable, filling the rest with gray. Such a warning is an error
  *    here: premature end of the file (JWRN_JPEG_EOF, which a file cut
@@ -195,6 +196,9 @@
 /* The most scans a file may have, a scan counting once for each component
  * it codes (see the head comment). */
 #define JPEG_MAX_COMPONENT_SCANS 48
+#define TOO_MANY_SCANS \
+    "JPEG has too many scans (over the limit of %d, a scan counting once for each component " \
+    "it holds)"
 
 /* Rows handed to libjpeg per call: one iMCU row is at most 32 (4 x 8). */
 #define JPEG_ROWS_PER_CALL 32
@@ -380,6 +384,38 @@ static int find_frame(const unsigned char *buf, size_t len, unsigned *width, uns
     }
 }
 
+/* The components the file's scans code, counted as the scan limit counts
+ * them (the head comment), up to EOI or the end of the file; the count
+ * stops once it passes `limit`. The segments are walked as find_frame
+ * walks them; a scan's entropy-coded data holds 0xFF only before a
+ * stuffed 0x00 or an RSTn marker, which the walk steps over, so the next
+ * marker it meets is the one libjpeg meets. */
+static int count_component_scans(const unsigned char *buf, size_t len, int limit)
+{
+    size_t at = 2;  /* after SOI */
+    int count = 0;
+    while (count <= limit) {
+        while (at < len && buf[at] != 0xFF)
+            at++;
+        while (at < len && buf[at] == 0xFF)
+            at++;
+        if (at >= len)
+            break;
+        const unsigned marker = buf[at++];
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7))
+            continue;
+        if (marker == 0xD8 || marker == 0xD9 || len - at < 2)
+            break;
+        const size_t seg = (size_t)buf[at] << 8 | buf[at + 1];
+        if (seg < 2)
+            break;
+        if (marker == 0xDA && seg >= 3 && len - at >= 3)
+            count += buf[at + 2];
+        at += seg < len - at ? seg : len - at;
+    }
+    return count;
+}
+
 /* Channels of the output for a frame of n components (0 if not read). */
 static int channels_of(int components)
 {
@@ -447,9 +483,7 @@ static void count_scans(j_common_ptr cinfo)
     if (r->component_scans > JPEG_MAX_COMPONENT_SCANS) {
         jpeg_guard *g = (jpeg_guard *)cinfo->err;
         g->status = GIMG_E_LIMIT;
-        snprintf(g->why, sizeof g->why,
-                 "JPEG has too many scans (over the limit of %d, a scan counting once for "
-                 "each component it holds)", JPEG_MAX_COMPONENT_SCANS);
+        snprintf(g->why, sizeof g->why, TOO_MANY_SCANS, JPEG_MAX_COMPONENT_SCANS);
         longjmp(g->jump, 1);
     }
 }
@@ -684,6 +718,13 @@ static gimg_status start_run(jpeg_reader *r, const unsigned char *buf, size_t le
     c->dct_method = JDCT_ISLOW;
     c->do_fancy_upsampling = TRUE;
     c->do_block_smoothing = TRUE;
+    /* Counted in the file first, so that a file of thousands of scans is
+     * refused before jpeg_start_decompress allocates the coefficients of
+     * a multi-scan image (384 MB at 8192x8192 in colour, whose zeroing
+     * alone took 0.4 s of CPU); the monitor counts again as libjpeg reads. */
+    if (jpeg_has_multiple_scans(c) &&
+        count_component_scans(buf, len, JPEG_MAX_COMPONENT_SCANS) > JPEG_MAX_COMPONENT_SCANS)
+        return gimg_fail(GIMG_E_LIMIT, TOO_MANY_SCANS, JPEG_MAX_COMPONENT_SCANS);
     r->progress.progress_monitor = count_scans;
     c->progress = &r->progress;
     jpeg_start_decompress(c);
