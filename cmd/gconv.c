@@ -112,14 +112,15 @@ static gimg_status transform(void *user, gimg_ctx *ctx, const gimg_image *in, gi
 }
 
 /* An image read in bands (gimg(7) LARGE IMAGES): gimg_conv_bands, which
- * gives the same rows as the whole image's convolution on the CPU. The
+ * gives the same rows as the whole image's convolution, on the backend
+ * the context chooses for the whole image. The
  * wrap border, whose first rows need the image's last, reads it whole. */
 static gimg_status bands_begin(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                                const gimg_image *header, void **state)
 {
     const settings *s = user;
     gimg_conv_bands *cb;
-    gimg_status st = gimg_conv_bands_begin(header, &s->opts, &cb);
+    gimg_status st = gimg_conv_bands_begin(ctx, header, &s->opts, &cb);
     *state = cb;
     return st;
 }
@@ -191,7 +192,10 @@ int main(int argc, char **argv)
     const gimg_driver driver = {
         .tool = TOOL,
         .transform = transform,
-        .bands = {.begin = bands_begin, .transform = bands_transform, .end = bands_end},
+        .bands = {.on_gpu = 1,
+                  .begin = bands_begin,
+                  .transform = bands_transform,
+                  .end = bands_end},
         .user = &s,
     };
     rc = gimg_drive(&driver, &c);

@@ -697,7 +697,20 @@ struct gimg_conv_bands {
     int out_cap;
     fimage stage[2];       /* intermediate stages' rows */
     row_range *ranges;     /* per stage, the source rows it reads (work space) */
+    /* The GPU the context chose for the image, or NULL: the CPU. */
+    gimg_ctx *ctx;
+    struct gimg_gpu *gpu;
+    struct gpu_bufs *bufs;
+    double kernel_ms, transfer_ms; /* the GPU's, told to ctx after the last rows */
 };
+
+typedef struct gpu_bufs gpu_bufs;
+#ifdef GIMG_HAVE_CUDA
+static gimg_status gpu_band_rows(gimg_conv_bands *cb, int lo, int hi);
+static void gpu_bufs_free(gpu_bufs *bf);
+#endif
+static gimg_cost_job conv_job(const gimg_conv_opts *o, gimg_sample sample, size_t bytes,
+                              int height, int threads);
 
 /* The rows of a stage's source that rows [lo, hi) of its output read,
  * through the border (rows past the edges map to rows near them, or to
@@ -729,19 +742,138 @@ static row_range source_rows(const gimg_kernel *k, gimg_border b, int H, row_ran
     return r;
 }
 
-/* For output rows [lo, hi): ranges[s] is the rows of stage s's source
- * (ranges[0]: the input's) that they need. */
-static void needed_rows(const gimg_conv_bands *cb, int lo, int hi, row_range *ranges)
+/* For output rows [lo, hi) of an image of H rows: ranges[s] is the rows
+ * of stage s's source (ranges[0]: the input's) that they need. Each
+ * holds the next (a kernel's rows include its anchor's). */
+static void chain_rows(const gimg_conv_opts *o, int H, int lo, int hi, row_range *ranges)
 {
     row_range r = {lo, hi};
-    for (int s = cb->o.n_kernels - 1; s >= 0; s--) {
-        r = source_rows(&cb->o.kernels[s], cb->o.border, cb->H, r);
+    for (int s = o->n_kernels - 1; s >= 0; s--) {
+        r = source_rows(&o->kernels[s], o->border, H, r);
         ranges[s] = r;
     }
 }
 
-gimg_status gimg_conv_bands_begin(const gimg_image *layout, const gimg_conv_opts *o,
-                                  gimg_conv_bands **out)
+static void needed_rows(const gimg_conv_bands *cb, int lo, int hi, row_range *ranges)
+{
+    chain_rows(&cb->o, cb->H, lo, hi, ranges);
+}
+
+/*
+ * Output rows by sub-images: output rows [lo, hi) are computed as the
+ * whole image's path computes the sub-image of the input rows [a, b)
+ * they need (chain_rows), taken as an image of its own, and its rows
+ * [lo - a, hi - a) kept. They are the whole image's bits: each sample
+ * of a stage depends only on the samples it reads; the rows they read
+ * are in the sub-image at the same offsets; and where a row reads past
+ * the image's top or bottom edge, the sub-image has that edge too (a = 0,
+ * or b = H), and its border maps to the same rows (clamp, reflect and
+ * reflect101 count from the edge; the zero border reads nothing). The
+ * wrap border reads the far edge: not computed so. The GPU computes an
+ * image too large for its memory, or taller than its kernels' grids
+ * take, so, and the bands of an image read in bands (sub_image_rows).
+ */
+typedef gimg_status (*sub_image_fn)(void *state, const gimg_image *sub,
+                                    const unsigned char *const *rows, int lo, int hi,
+                                    gimg_image *out);
+
+/* Output rows [lo, hi) of an image of layout's size, into out (a view of
+ * hi - lo rows), by sub-images of at most max_rows rows: rows[i] is input
+ * row y0 + i, and holds every row that [lo, hi) read. run computes one
+ * sub-image's rows (sub: the sub-image's layout, its first row sub->data
+ * unused; rows: its rows); a run refused for memory (GIMG_E_NOMEM) is
+ * tried again on half the rows, down to one. ranges: n_kernels of work
+ * space. */
+static gimg_status sub_image_rows(const gimg_image *layout, const gimg_conv_opts *o,
+                                  const unsigned char *const *rows, int y0, int lo, int hi,
+                                  gimg_image *out, int max_rows, row_range *ranges,
+                                  sub_image_fn run, void *state)
+{
+    if (o->border == GIMG_BORDER_WRAP)
+        return gimg_fail(GIMG_E_USAGE, "the wrap border is not computed by sub-images");
+    int chunk = hi - lo;
+    for (int y = lo; y < hi;) {
+        const int n = chunk < hi - y ? chunk : hi - y;
+        chain_rows(o, layout->height, y, y + n, ranges);
+        const row_range r = ranges[0];
+        if (r.hi - r.lo > max_rows) {
+            if (n == 1)
+                return gimg_fail(GIMG_E_LIMIT, "a kernel of more than %d rows: too tall for the "
+                                               "GPU (use --device cpu)", max_rows);
+            chunk = n - (r.hi - r.lo - max_rows) > 0 ? n - (r.hi - r.lo - max_rows) : 1;
+            continue;
+        }
+        gimg_image sub = *layout, part = *out;
+        sub.height = r.hi - r.lo;
+        sub.data = NULL;
+        sub.meta = NULL;
+        part.data = gimg_row(out, y - lo);
+        part.height = n;
+        const gimg_status st = run(state, &sub, rows + (r.lo - y0), y - r.lo, y - r.lo + n, &part);
+        if (st == GIMG_E_NOMEM && n > 1) {
+            chunk = n / 2;
+            continue;
+        }
+        if (st)
+            return st;
+        y += n;
+    }
+    return GIMG_OK;
+}
+
+/* The CPU's run of a sub-image, as the reference for the GPU's: its rows
+ * copied into an image of their own, convolved whole (conv_cpu_into). */
+static gimg_status cpu_sub_image(void *state, const gimg_image *sub,
+                                 const unsigned char *const *rows, int lo, int hi,
+                                 gimg_image *out)
+{
+    const gimg_conv_opts *o = state;
+    gimg_image in, res;
+    gimg_status st = gimg_image_alloc(&in, sub->width, sub->height, sub->channels, sub->sample);
+    if (st)
+        return st;
+    in.maxval = sub->maxval;
+    const size_t row_bytes = (size_t)sub->width * gimg_pixel_bytes(sub);
+    for (int y = 0; y < sub->height; y++)
+        memcpy(gimg_row(&in, y), rows[y], row_bytes);
+    if (!(st = gimg_image_alloc(&res, sub->width, sub->height, sub->channels, sub->sample))) {
+        if (!(st = conv_cpu_into(&in, o, &res)))
+            for (int y = lo; y < hi; y++)
+                memcpy(gimg_row(out, y - lo), gimg_row(&res, y), row_bytes);
+        gimg_image_free(&res);
+    }
+    gimg_image_free(&in);
+    return st;
+}
+
+gimg_status gimg_conv_cpu_sub_images(const gimg_image *in, const gimg_conv_opts *o,
+                                     int max_rows, gimg_image *out)
+{
+    memset(out, 0, sizeof *out);
+    gimg_status st = check_opts(in, o);
+    if (st)
+        return st;
+    const unsigned char **rows = malloc((size_t)in->height * sizeof *rows);
+    row_range *ranges = calloc((size_t)o->n_kernels, sizeof *ranges);
+    if (!rows || !ranges) {
+        st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+    } else if (!(st = gimg_image_alloc(out, in->width, in->height, in->channels, in->sample))) {
+        for (int y = 0; y < in->height; y++)
+            rows[y] = gimg_row(in, y);
+        st = sub_image_rows(in, o, rows, 0, 0, in->height, out, max_rows, ranges, cpu_sub_image,
+                            (void *)o);
+        if (st)
+            gimg_image_free(out);
+        else
+            clamp_maxval(in, out);
+    }
+    free(rows);
+    free(ranges);
+    return st;
+}
+
+gimg_status gimg_conv_bands_begin(gimg_ctx *ctx, const gimg_image *layout,
+                                  const gimg_conv_opts *o, gimg_conv_bands **out)
 {
     *out = NULL;
     gimg_status st = check_opts(layout, o);
@@ -762,6 +894,17 @@ gimg_status gimg_conv_bands_begin(const gimg_image *layout, const gimg_conv_opts
     cb->maxval = layout->maxval;
     cb->fn = pick_fns();
     *out = cb;
+    if (!ctx)
+        return GIMG_OK;
+    /* The whole image's job decides where its bands go. */
+    const size_t bytes = (size_t)cb->H * (size_t)cb->W * gimg_pixel_bytes(layout);
+    const gimg_cost_job job = conv_job(o, cb->sample, bytes, cb->H, omp_get_max_threads());
+    if ((st = gimg_ctx_select(ctx, &job, &cb->gpu))) {
+        gimg_conv_bands_free(cb);
+        *out = NULL;
+        return st;
+    }
+    cb->ctx = ctx;
     return GIMG_OK;
 }
 
@@ -769,6 +912,11 @@ void gimg_conv_bands_free(gimg_conv_bands *cb)
 {
     if (!cb)
         return;
+#ifdef GIMG_HAVE_CUDA
+    if (cb->bufs)
+        gpu_bufs_free(cb->bufs);
+#endif
+    free(cb->bufs);
     gimg_image_free(&cb->window);
     gimg_image_free(&cb->out);
     free(cb->table);
@@ -806,14 +954,11 @@ static gimg_status ensure_fimage(const gimg_conv_bands *cb, fimage *f, int rows)
     return fimage_alloc(f, cb->W, rows, cb->C);
 }
 
-/* Output rows [lo, hi), whose input rows are in cb->table (rows from
- * win_lo on), into cb->out. */
-static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
+/* Output rows [lo, hi) into cb->out by the CPU's stages (run_stage, on
+ * rows [r0, r1) of each stage). */
+static gimg_status cpu_rows(gimg_conv_bands *cb, int lo, int hi)
 {
-    gimg_status st = ensure_rows(cb, &cb->out, &cb->out_cap, hi - lo, 0);
-    if (st)
-        return st;
-    cb->out.height = hi - lo;
+    gimg_status st = GIMG_OK;
     needed_rows(cb, lo, hi, cb->ranges);
     /* The input's layout (the window's may not be allocated yet). */
     const gimg_image layout = {.width = cb->W, .height = cb->H, .channels = cb->C,
@@ -838,10 +983,42 @@ static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
                        &sink, &cb->fn);
         src = (row_src){NULL, NULL, sink.f, 0, 0.0f, sink.y_base};
     }
+    return st;
+}
+
+/* Output rows [lo, hi), whose input rows are in cb->table (rows from
+ * win_lo on), into cb->out: on the GPU the context chose, else by the
+ * CPU's stages. */
+static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
+{
+    gimg_status st = ensure_rows(cb, &cb->out, &cb->out_cap, hi - lo, 0);
+    if (st)
+        return st;
+    cb->out.height = hi - lo;
+    int done = 0;
+#ifdef GIMG_HAVE_CUDA
+    if (cb->gpu) {
+        if (!(st = gpu_band_rows(cb, lo, hi))) {
+            done = 1;
+        } else {
+            /* Out of the GPU's memory even a row at a time: the CPU's
+             * from here on. */
+            cb->gpu = NULL;
+            if ((st = gimg_ctx_gpu_fallback(cb->ctx, st)))
+                return st;
+        }
+    }
+#endif
+    if (!done)
+        st = cpu_rows(cb, lo, hi);
     if (!st) {
         gimg_image in = {.sample = cb->sample, .maxval = cb->maxval};
         clamp_maxval(&in, &cb->out);
     }
+#ifdef GIMG_HAVE_CUDA
+    if (!st && cb->gpu && hi == cb->H) /* the GPU's times, once: the whole image's job */
+        gimg_ctx_add_gpu_times(cb->ctx, cb->kernel_ms, cb->transfer_ms);
+#endif
     return st;
 }
 
@@ -949,12 +1126,39 @@ gimg_status gimg_conv_bands_add(gimg_conv_bands *cb, const gimg_image *band, gim
 #include "gpu_internal.h"
 #include "conv.h"
 
-/* Float images (and device taps) of one GPU run, freed by the caller. */
-typedef struct {
+/* Float images (and device taps) of GPU runs, grown on demand, kept from
+ * run to run (the sub-images of one image), freed by gpu_bufs_free. */
+struct gpu_bufs {
     void *f[3];
+    size_t f_bytes[3];
     float *d_taps;
     size_t taps_cap;
-} gpu_bufs;
+};
+
+/* Float image i of at least `bytes`. */
+static gimg_status float_buf(gimg_gpu *g, gpu_bufs *bf, int i, size_t bytes)
+{
+    if (bf->f_bytes[i] >= bytes)
+        return GIMG_OK;
+    if (bf->f[i]) {
+        GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* the kernels may still read it */
+        gimg_gpu_free(bf->f[i], bf->f_bytes[i]);
+    }
+    bf->f[i] = NULL;
+    bf->f_bytes[i] = 0;
+    gimg_status st = gimg_gpu_malloc(&bf->f[i], bytes);
+    if (!st)
+        bf->f_bytes[i] = bytes;
+    return st;
+}
+
+static void gpu_bufs_free(gpu_bufs *bf)
+{
+    for (int i = 0; i < 3; i++)
+        gimg_gpu_free(bf->f[i], bf->f_bytes[i]);
+    gimg_gpu_free(bf->d_taps, bf->taps_cap * sizeof(float));
+    memset(bf, 0, sizeof *bf);
+}
 
 static gimg_cuda_plane plane_of(void *d, size_t pitch, gimg_sample s)
 {
@@ -996,8 +1200,8 @@ static gimg_status gpu_separable(gimg_gpu *g, const gimg_kernel *k, gimg_border 
                                            epi, g->stream));
         return GIMG_OK;
     }
-    if (!bf->f[2])
-        GIMG_CUDA(cudaMalloc(&bf->f[2], fpitch * (size_t)H));
+    if ((st = float_buf(g, bf, 2, fpitch * (size_t)H)))
+        return st;
     const gimg_cuda_plane tmp = plane_of(bf->f[2], fpitch, GIMG_F32);
     GIMG_CUDA(gimg_cuda_conv_dense(src, tmp, W, H, C, kw, 1, k->anchor_x, 0, b, 0, NULL, NULL,
                                    g->stream));
@@ -1032,9 +1236,11 @@ static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, i
     }
     if (bf->taps_cap < taps) {
         GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* the old taps may be in use */
-        GIMG_CUDA(cudaFree(bf->d_taps));
+        gimg_gpu_free(bf->d_taps, bf->taps_cap * sizeof(float));
         bf->d_taps = NULL;
-        GIMG_CUDA(cudaMalloc((void **)&bf->d_taps, taps * sizeof(float)));
+        bf->taps_cap = 0;
+        if ((st = gimg_gpu_malloc((void **)&bf->d_taps, taps * sizeof(float))))
+            return st;
         bf->taps_cap = taps;
     }
     GIMG_CUDA(cudaMemcpyAsync(bf->d_taps, k->taps, taps * sizeof(float), cudaMemcpyHostToDevice,
@@ -1074,8 +1280,9 @@ static gimg_status gpu_kernels(gimg_gpu *g, const gimg_image *in, const gimg_con
                                        k0->anchor_y, o->border, 0, NULL, &epi, g->stream));
     } else {
         /* Widen (and premultiply), the kernels float to float, narrow. */
-        GIMG_CUDA(cudaMalloc(&bf->f[0], fpitch * (size_t)H));
-        GIMG_CUDA(cudaMalloc(&bf->f[1], fpitch * (size_t)H));
+        if ((st = float_buf(g, bf, 0, fpitch * (size_t)H)) ||
+            (st = float_buf(g, bf, 1, fpitch * (size_t)H)))
+            return st;
         gimg_cuda_plane f[2] = {plane_of(bf->f[0], fpitch, GIMG_F32),
                                 plane_of(bf->f[1], fpitch, GIMG_F32)};
         GIMG_CUDA(gimg_cuda_conv_widen(pin, f[0], W, H, C, premult, g->stream));
@@ -1117,24 +1324,138 @@ static gimg_status gpu_run(gimg_gpu *g, const gimg_image *in, const gimg_conv_op
     return GIMG_OK;
 }
 
+/* A sub-image's run on the GPU (sub_image_fn): its rows uploaded (a run
+ * of rows equally far apart at a time: a band's, the window's), the
+ * kernels over it, rows [lo, hi) downloaded. */
+typedef struct {
+    gimg_gpu *g;
+    const gimg_conv_opts *o;
+    gpu_bufs *bf;
+    double kernel_ms;
+} gpu_sub_state;
+
+static gimg_status gpu_sub_image_run(gpu_sub_state *s, const gimg_image *sub,
+                                     const unsigned char *const *rows, int lo, int hi,
+                                     gimg_image *out)
+{
+    gimg_gpu *g = s->g;
+    const int W = sub->width, H = sub->height, C = sub->channels;
+    const size_t row_bytes = (size_t)W * gimg_pixel_bytes(sub);
+    gimg_dimage d_in, d_out;
+    gimg_status st;
+    if ((st = gimg_gpu_image(g, 0, W, H, C, sub->sample, &d_in)) ||
+        (st = gimg_gpu_image(g, 1, W, H, C, sub->sample, &d_out)))
+        return st;
+    for (int i = 0, j; i < H; i = j) {
+        uintptr_t step = row_bytes;
+        if (i + 1 < H && (uintptr_t)rows[i + 1] - (uintptr_t)rows[i] >= row_bytes &&
+            rows[i + 1] > rows[i])
+            step = (uintptr_t)rows[i + 1] - (uintptr_t)rows[i];
+        for (j = i + 1; j < H && (uintptr_t)rows[j] - (uintptr_t)rows[j - 1] == step; j++)
+            ;
+        gimg_image h = *sub;
+        h.data = (unsigned char *)rows[i];
+        h.height = j - i;
+        h.stride_bytes = step;
+        gimg_dimage d = d_in;
+        d.d_data = (unsigned char *)d_in.d_data + (size_t)i * d_in.pitch_bytes;
+        d.height = j - i;
+        if ((st = gimg_gpu_upload(g, &h, &d)))
+            return st;
+    }
+    gimg_gpu_lock_constants(g);
+    st = gpu_kernels(g, sub, s->o, &d_in, &d_out, s->bf);
+    gimg_gpu_unlock_constants(g);
+    if (st)
+        return st;
+    GIMG_CUDA(cudaEventSynchronize(g->ev_stop));
+    gimg_dimage d = d_out;
+    d.d_data = (unsigned char *)d_out.d_data + (size_t)lo * d_out.pitch_bytes;
+    d.height = hi - lo;
+    /* The rows go to the host, whatever the batch keeps on the GPU. */
+    const int keep = g->keep_outputs;
+    g->keep_outputs = 0;
+    st = gimg_gpu_download(g, &d, out);
+    g->keep_outputs = keep;
+    if (st)
+        return st;
+    float ms = 0;
+    GIMG_CUDA(cudaEventElapsedTime(&ms, g->ev_start, g->ev_stop));
+    s->kernel_ms += ms;
+    return GIMG_OK;
+}
+
+/* A sub-image refused for memory leaves nothing held on the GPU, so that
+ * the smaller one tried next has all of it. */
+static gimg_status gpu_sub_image(void *state, const gimg_image *sub,
+                                 const unsigned char *const *rows, int lo, int hi,
+                                 gimg_image *out)
+{
+    gpu_sub_state *s = state;
+    gimg_status st = gpu_sub_image_run(s, sub, rows, lo, hi, out);
+    if (st == GIMG_E_NOMEM) {
+        gimg_gpu_release_images(s->g);
+        gpu_bufs_free(s->bf);
+    }
+    return st;
+}
+
+/* The whole image at once where it fits; else by sub-images: an image
+ * over the GPU's memory (or GIMG_GPU_MEM_LIMIT), or taller than its
+ * kernels' grids (GIMG_CONV_GPU_MAX_ROWS). */
 gimg_status gimg_conv_gpu(gimg_gpu *g, const gimg_image *in, const gimg_conv_opts *o,
                           gimg_image *out, double *kernel_ms)
 {
     gimg_status st = check_opts(in, o);
     if (st)
         return st;
-    if (in->height > GIMG_CONV_GPU_MAX_ROWS)
-        return gimg_fail(GIMG_E_LIMIT, "%d rows: the GPU path takes at most %d (use --device cpu)",
-                         in->height, GIMG_CONV_GPU_MAX_ROWS);
-    gpu_bufs bf = {{0}, NULL, 0};
-    st = gpu_run(g, in, o, out, &bf, kernel_ms);
+    gpu_bufs bf = {0};
+    st = in->height <= GIMG_CONV_GPU_MAX_ROWS ? gpu_run(g, in, o, out, &bf, kernel_ms)
+                                              : GIMG_E_NOMEM;
+    /* An input on the GPU already (the GPU codecs') has no rows here. */
+    if (st == GIMG_E_NOMEM && in->data && o->border != GIMG_BORDER_WRAP) {
+        gimg_gpu_release_images(g);
+        gpu_bufs_free(&bf);
+        const unsigned char **rows = malloc((size_t)in->height * sizeof *rows);
+        row_range *ranges = calloc((size_t)o->n_kernels, sizeof *ranges);
+        if (!rows || !ranges) {
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory");
+        } else {
+            for (int y = 0; y < in->height; y++)
+                rows[y] = gimg_row(in, y);
+            gpu_sub_state s = {g, o, &bf, 0};
+            st = sub_image_rows(in, o, rows, 0, 0, in->height, out, GIMG_CONV_GPU_MAX_ROWS,
+                                ranges, gpu_sub_image, &s);
+            if (kernel_ms)
+                *kernel_ms = s.kernel_ms;
+        }
+        free(rows);
+        free(ranges);
+    } else if (st == GIMG_E_NOMEM && in->height > GIMG_CONV_GPU_MAX_ROWS) {
+        st = gimg_fail(GIMG_E_LIMIT, "%d rows: the GPU takes at most %d with the wrap border "
+                                     "(use --device cpu)", in->height, GIMG_CONV_GPU_MAX_ROWS);
+    }
     if (st)
         cudaStreamSynchronize(g->stream);
     else
         clamp_maxval(in, out);
-    for (int i = 0; i < 3; i++)
-        cudaFree(bf.f[i]);
-    cudaFree(bf.d_taps);
+    gpu_bufs_free(&bf);
+    return st;
+}
+
+/* The GPU's part of a band (sub_image_rows): rows [lo, hi) of cb->out. */
+static gimg_status gpu_band_rows(gimg_conv_bands *cb, int lo, int hi)
+{
+    const gimg_image layout = {.width = cb->W, .height = cb->H, .channels = cb->C,
+                               .sample = cb->sample, .maxval = cb->maxval};
+    if (!cb->bufs && !(cb->bufs = calloc(1, sizeof *cb->bufs)))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    gpu_sub_state s = {cb->gpu, &cb->o, cb->bufs, 0};
+    double t0 = gimg_now_ms();
+    gimg_status st = sub_image_rows(&layout, &cb->o, cb->table, cb->win_lo, lo, hi, &cb->out,
+                                    GIMG_CONV_GPU_MAX_ROWS, cb->ranges, gpu_sub_image, &s);
+    cb->kernel_ms += s.kernel_ms;
+    cb->transfer_ms += gimg_now_ms() - t0 - s.kernel_ms;
     return st;
 }
 #endif
@@ -1182,8 +1503,8 @@ static gimg_cost_job conv_job(const gimg_conv_opts *o, gimg_sample sample, size_
         fmas += gimg_kernel_fmas(&o->kernels[i]);
     gimg_cost_job job = {.op = GIMG_COST_CONV, .bytes = bytes, .threads = threads,
                          .fmas_per_byte = fmas / (double)sample};
-    if (height > GIMG_CONV_GPU_MAX_ROWS)
-        job.gpu_refused = "more rows than the GPU's kernels take";
+    if (height > GIMG_CONV_GPU_MAX_ROWS && o->border == GIMG_BORDER_WRAP)
+        job.gpu_refused = "more rows than the GPU's kernels take with the wrap border";
     else if (bytes < GIMG_CONV_GPU_MIN_BYTES)
         job.gpu_refused = "under 256 KiB, never worth the GPU";
     return job;

@@ -38,6 +38,14 @@ extern "C" {
 /* The per-sample GPU kernels put rows on the grid's y dimension. */
 #define GIMG_CONV_GPU_MAX_ROWS 65535
 
+/* The CPU's reference for how the GPU computes an image too large for
+ * it (conv.c's sub_image_rows): the output by sub-images of at most
+ * max_rows input rows, each convolved as a whole image and its own rows
+ * kept; the same bits as gimg_conv_cpu's. Not for the wrap border.
+ * Allocates *out. */
+gimg_status gimg_conv_cpu_sub_images(const gimg_image *in, const gimg_conv_opts *o,
+                                     int max_rows, gimg_image *out);
+
 /* Fused multiply-adds per sample of a kernel as planned. */
 double gimg_kernel_fmas(const gimg_kernel *k);
 /* threads: the CPU threads the CPU backend would use. */

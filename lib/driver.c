@@ -1025,11 +1025,13 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
                 ? batch_jpeg_megapixels(&j)
                 : 0,
             c->jobs > 0 ? c->jobs : 1);
-    /* Bands are computed on the CPU: a transform asked to use the GPU, or
-     * which may use it, reads its images whole. */
+    /* Bands are computed on the CPU, unless the tool's go where ctx says
+     * (on_gpu): a transform asked to use the GPU, or which may use it,
+     * reads its images whole. */
     j.bands = d->bands.begin &&
-              (d->transform ? c->device.kind == GIMG_DEV_CPU || !gimg_built_with_cuda()
-                            : c->device.kind != GIMG_DEV_GPU);
+              (d->bands.on_gpu ||
+               (d->transform ? c->device.kind == GIMG_DEV_CPU || !gimg_built_with_cuda()
+                             : c->device.kind != GIMG_DEV_GPU));
     if (!st && d->prepare)
         st = d->prepare(d->user, j.ctx, j.inputs, j.n_inputs, j.stream);
     if (st) {

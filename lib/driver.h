@@ -107,9 +107,12 @@ typedef struct {
  *    place keeps the bands elsewhere (a temporary file); after each band
  *    the driver takes the output rows next gives, in order (as
  *    transform's), until one of height 0. end(out NULL) frees state.
- * Called on a compute lane; used on the CPU only (with --device gpu the
- * image is read whole). */
+ * Called on a compute lane. Without on_gpu, bands are read on the CPU
+ * only: a tool asked to use the GPU, or which may, reads the image whole.
+ * on_gpu: begin hands ctx to the work, which computes the bands on the
+ * device ctx chooses for the whole image (a transform's). */
 typedef struct {
+    int on_gpu;
     gimg_status (*begin)(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                          const gimg_image *header, void **state);
     gimg_status (*add)(void *user, void *state, const gimg_image *band, int y0);

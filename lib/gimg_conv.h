@@ -127,19 +127,23 @@ gimg_status gimg_conv(gimg_ctx *ctx, const gimg_image *in, const gimg_conv_opts 
 
 /*
  * The convolution of an image too large to hold, given band by band
- * (gimg(7) LARGE IMAGES), on the CPU: the same bits as gimg_conv_cpu's
- * output, row for row. begin takes the whole image's layout (size,
- * channels, sample, maxval; no pixels); *cb is NULL (GIMG_OK) for the
- * wrap border, whose first rows need the image's last: convolve such an
- * image whole. add takes the next input band (rows in order, any height)
- * and gives in *out the output rows now complete, rows [*y0, *y0 +
- * out->height) (height 0: none yet; a view valid until the next call);
- * after the last band, every row left. Memory: the bands' rows plus the
- * kernels' halo rows, and the intermediate rows of a chain.
+ * (gimg(7) LARGE IMAGES): the same bits as gimg_conv_cpu's output, row
+ * for row. begin takes the context whose choice of backend (as
+ * gimg_conv's, for the whole image) computes the bands, or NULL for the
+ * CPU, and the whole image's layout (size, channels, sample, maxval; no
+ * pixels); *cb is NULL (GIMG_OK) for the wrap border, whose first rows
+ * need the image's last: convolve such an image whole. add takes the
+ * next input band (rows in order, any height) and gives in *out the
+ * output rows now complete, rows [*y0, *y0 + out->height) (height 0: none
+ * yet; a view valid until the next call); after the last band, every row
+ * left. Memory: the bands' rows plus the kernels' halo rows, and the
+ * intermediate rows of a chain (on the GPU, a band's worth of device
+ * memory, or less where less is free). The calls of one cb come from one
+ * thread.
  */
 typedef struct gimg_conv_bands gimg_conv_bands;
-gimg_status gimg_conv_bands_begin(const gimg_image *layout, const gimg_conv_opts *o,
-                                  gimg_conv_bands **cb);
+gimg_status gimg_conv_bands_begin(gimg_ctx *ctx, const gimg_image *layout,
+                                  const gimg_conv_opts *o, gimg_conv_bands **cb);
 gimg_status gimg_conv_bands_add(gimg_conv_bands *cb, const gimg_image *band, gimg_image *out,
                                 int *y0);
 void gimg_conv_bands_free(gimg_conv_bands *cb);

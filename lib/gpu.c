@@ -187,6 +187,16 @@ gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync)
     return GIMG_OK;
 }
 
+void gimg_gpu_release_images(gimg_gpu *g)
+{
+    cudaStreamSynchronize(g->stream);
+    for (int slot = 0; slot < 2; slot++) {
+        gimg_gpu_free(g->d_buf[slot], g->d_cap[slot]);
+        g->d_buf[slot] = NULL;
+        g->d_cap[slot] = 0;
+    }
+}
+
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
                            gimg_sample sample, gimg_dimage *d)
 {

@@ -111,6 +111,10 @@ gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync);
 /* A device image of the given layout in reusable buffer slot 0 or 1. */
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
                            gimg_sample sample, gimg_dimage *d);
+/* Gives back the device images of slots 0 and 1 (after an image that did
+ * not fit, so that smaller pieces of it are not refused for what the
+ * larger attempt left held), once g's stream is idle. */
+void gimg_gpu_release_images(gimg_gpu *g);
 /* Queues the copy of h into d on g's stream; h may change once it returns.
  * An image already on g (h->device: the GPU codecs decoded it) is not
  * copied: *d becomes where it is. */

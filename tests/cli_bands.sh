@@ -276,6 +276,7 @@ mkdir -p spool
 TMPDIR=$PWD/spool "$GT" --device cpu --band-rows 7 --op rot270 rgb8.ppm out.ppm || why="exit $?"
 [ -z "$why" ] && [ -n "$(ls -A spool)" ] && why="left $(ls -A spool | tr '\n' ' ')"
 result gtranspose-spool-left-nothing "$why"
+mkdir -p e
 TMPDIR=$PWD/no-such-folder TOOL=gtranspose expect_fail gtranspose-spool-no-folder 1 e -- \
     "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm e/out.ppm
 grep -q "^gtranspose: rgb8.ppm: cannot make a temporary file in $PWD/no-such-folder: " stderr.txt ||

@@ -1219,7 +1219,7 @@ static int bands_match(const gimg_image *in, const gimg_conv_opts *o, const gimg
                        int rows, const char *what)
 {
     gimg_conv_bands *cb;
-    gimg_status st = gimg_conv_bands_begin(in, o, &cb);
+    gimg_status st = gimg_conv_bands_begin(NULL, in, o, &cb);
     CHECK(st == GIMG_OK && cb, "%s: begin: %s", what, st ? gimg_last_error() : "no bands");
     if (st || !cb)
         return 0;
@@ -1252,6 +1252,37 @@ static int bands_match(const gimg_image *in, const gimg_conv_opts *o, const gimg
           in->height);
     gimg_conv_bands_free(cb);
     return ok && next == in->height;
+}
+
+/* By sub-images of at most m rows (how the GPU computes an image too
+ * large for it: gimg_conv_cpu_sub_images is its CPU reference), equal to
+ * whole; refused (GIMG_E_LIMIT) only where m is under the rows one output
+ * row reads, which every kernel here has more than 1 of, and none more
+ * than the image's 37. Small m put sub-images' edges near every row and
+ * both image edges. */
+static void sub_images_match(const gimg_image *in, const gimg_conv_opts *o,
+                             const gimg_image *whole, const char *what)
+{
+    static const int max_rows[] = {1, 6, 9, 13, 14, 19, 36, 40};
+    const size_t row_bytes = (size_t)in->width * gimg_pixel_bytes(in);
+    for (size_t i = 0; i < sizeof max_rows / sizeof *max_rows; i++) {
+        const int m = max_rows[i];
+        gimg_image sub;
+        gimg_status st = gimg_conv_cpu_sub_images(in, o, m, &sub);
+        CHECK(st == GIMG_OK || (st == GIMG_E_LIMIT && m < in->height),
+              "%s: sub-images of %d rows: %s", what, m, gimg_last_error());
+        CHECK(m > 1 || st == GIMG_E_LIMIT, "%s: sub-images of 1 row were not refused", what);
+        if (st)
+            continue;
+        int bad = -1;
+        for (int y = 0; y < in->height && bad < 0; y++)
+            if (memcmp(gimg_row(&sub, y), gimg_row(whole, y), row_bytes))
+                bad = y;
+        CHECK(bad < 0 && sub.maxval == whole->maxval,
+              "%s: sub-images of %d rows: row %d differs (maxval %u, whole %u)", what, m, bad,
+              sub.maxval, whole->maxval);
+        gimg_image_free(&sub);
+    }
 }
 
 /* Band by band equals whole, bit for bit: separable, dense with anchors
@@ -1290,7 +1321,7 @@ static void test_bands(void)
                          s < 4 ? specs[s] : "box:5, 7x1, scharr", c, b, (int)o.alpha);
                 if (o.border == GIMG_BORDER_WRAP) {
                     gimg_conv_bands *cb = (gimg_conv_bands *)1;
-                    CHECK(gimg_conv_bands_begin(&im, &o, &cb) == GIMG_OK && !cb,
+                    CHECK(gimg_conv_bands_begin(NULL, &im, &o, &cb) == GIMG_OK && !cb,
                           "%s: wrap has bands", what);
                     continue;
                 }
@@ -1303,6 +1334,7 @@ static void test_bands(void)
                 for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
                     if (!bands_match(&im, &o, &whole, rows[r], what))
                         break;
+                sub_images_match(&im, &o, &whole, what);
                 gimg_image_free(&whole);
             }
             gimg_image_free(&im);
