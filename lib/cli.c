@@ -112,8 +112,8 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
                  GIMG_DEFAULT_PNG_LEVEL);
         return buf;
     case K_MAX_PIXELS:
-        snprintf(buf, size, "refuse images of more than N pixels (default %llu)",
-                 (unsigned long long)GIMG_DEFAULT_MAX_PIXELS);
+        snprintf(buf, size, "refuse images of more than N pixels (default: none but %d a "
+                 "side; --max-memory bounds a job)", GIMG_MAX_DIMENSION);
         return buf;
     case K_MAX_MEMORY: {
         char now[32];

@@ -157,4 +157,20 @@ static inline uint32_t gimg_le32(const unsigned char *p)
 }
 static inline unsigned gimg_le16(const unsigned char *p) { return (unsigned)p[1] << 8 | p[0]; }
 
+/* The pixels a decoder may composite to give one page of an animation
+ * (GIF, WebP frames drawn on a canvas): factor times the larger of one
+ * canvas and the pixel limit, the limit counted at most
+ * GIMG_ANIMATION_BASE_PIXELS, so that the default (no pixel limit) still
+ * bounds the time a small file of many frames may cost. */
+#define GIMG_ANIMATION_BASE_PIXELS ((uint64_t)1 << 28)
+static inline uint64_t gimg_animation_work_pixels(uint64_t canvas, unsigned factor)
+{
+    uint64_t base = gimg_max_pixels();
+    if (base > GIMG_ANIMATION_BASE_PIXELS)
+        base = GIMG_ANIMATION_BASE_PIXELS;
+    if (canvas > base)
+        base = canvas; /* below 2^48: no overflow */
+    return base * factor;
+}
+
 #endif

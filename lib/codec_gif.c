@@ -68,7 +68,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Page N decodes N + 1 frames: refused beyond this many times the limit. */
+/* Page N decodes N + 1 frames: refused beyond this many times the
+ * larger of one screen and the pixel limit (gimg_animation_work_pixels). */
 #define GIF_WORK_FACTOR 16
 
 /* ------------------------------------------------------- the block walk */
@@ -403,12 +404,11 @@ static gimg_status save_screen(gif_decoder *d, const gimg_image *im)
 
 /* Refuses page `page` when a frame to draw is over the limits, or when
  * the decoding work it asks for, in pixels (its frames, and a screen each
- * for compositing), is over GIF_WORK_FACTOR x the pixel limit. */
+ * for compositing), is over gimg_animation_work_pixels. */
 static gimg_status check_work(const gif_scan *s, int page)
 {
-    const uint64_t max = gimg_max_pixels();
-    const uint64_t budget = max > UINT64_MAX / GIF_WORK_FACTOR ? UINT64_MAX : GIF_WORK_FACTOR * max;
     uint64_t work = 0, screen = (uint64_t)s->width * (uint64_t)s->height;
+    const uint64_t budget = gimg_animation_work_pixels(screen, GIF_WORK_FACTOR);
     for (int i = 0; i <= page && work <= budget; i++) {
         const gif_frame *f = &s->kept[i];
         if (f->w > 0 && f->h > 0) {
@@ -422,8 +422,8 @@ static gimg_status check_work(const gif_scan *s, int page)
     if (work > budget)
         return gimg_fail(GIMG_E_LIMIT,
                          "GIF frame %d needs %d frames of %dx%d composited: over the limit of "
-                         "%d x --max-pixels",
-                         page, page + 1, s->width, s->height, GIF_WORK_FACTOR);
+                         "%llu pixels' work",
+                         page, page + 1, s->width, s->height, (unsigned long long)budget);
     return GIMG_OK;
 }
 

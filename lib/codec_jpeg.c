@@ -707,6 +707,25 @@ static gimg_status read_metadata(jpeg_reader *r)
 static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, size_t len,
                                size_t at, int *subsampling);
 
+/* A multi-scan file's coefficients (2 bytes a sample of every component,
+ * each component's blocks rounded up to its sampling factors, as libjpeg
+ * allocates them zeroed in jpeg_start_decompress), beside the image,
+ * within the memory budget: the pixel limit, by default, does not bound
+ * them (65535 x 65535 in colour would be 25 GB). */
+static gimg_status check_coefficients(j_decompress_ptr c)
+{
+    uint64_t bytes = (uint64_t)c->image_width * c->image_height * (uint64_t)c->num_components;
+    for (int i = 0; i < c->num_components; i++) {
+        const jpeg_component_info *k = &c->comp_info[i];
+        const uint64_t w = ((uint64_t)k->width_in_blocks + k->h_samp_factor - 1) /
+                           k->h_samp_factor * k->h_samp_factor;
+        const uint64_t h = ((uint64_t)k->height_in_blocks + k->v_samp_factor - 1) /
+                           k->v_samp_factor * k->v_samp_factor;
+        bytes += w * h * DCTSIZE2 * sizeof(JCOEF);
+    }
+    return gimg_check_memory(bytes, "decoding this multi-scan JPEG (its coefficients)");
+}
+
 /* Reads the header and metadata and starts the decompressor, checking
  * the layout it gives. Runs under the caller's setjmp. */
 static gimg_status start_run(jpeg_reader *r, const unsigned char *buf, size_t len)
@@ -725,6 +744,8 @@ static gimg_status start_run(jpeg_reader *r, const unsigned char *buf, size_t le
     if (jpeg_has_multiple_scans(c) &&
         count_component_scans(buf, len, JPEG_MAX_COMPONENT_SCANS) > JPEG_MAX_COMPONENT_SCANS)
         return gimg_fail(GIMG_E_LIMIT, TOO_MANY_SCANS, JPEG_MAX_COMPONENT_SCANS);
+    if (jpeg_has_multiple_scans(c) && (st = check_coefficients(c)))
+        return st;
     r->progress.progress_monitor = count_scans;
     c->progress = &r->progress;
     jpeg_start_decompress(c);

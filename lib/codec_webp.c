@@ -86,7 +86,8 @@
 #include <webp/mux.h>
 
 /* Page N of an animation composites N + 1 frames of the canvas: refused
- * beyond this many times the pixel limit, and past this page. */
+ * beyond this many times the larger of one canvas and the pixel limit
+ * (gimg_animation_work_pixels), and past this page. */
 #define ANIMATION_WORK_FACTOR 16
 #define ANIMATION_MAX_PAGE 9999
 
@@ -227,13 +228,12 @@ static gimg_status decode_animation(const unsigned char *buf, size_t len, int pa
     if (page > ANIMATION_MAX_PAGE)
         return gimg_fail(GIMG_E_LIMIT, "WebP frame %d: frames past %d of an animation are not read",
                          page, ANIMATION_MAX_PAGE);
-    const uint64_t max = gimg_max_pixels();
-    if (max <= UINT64_MAX / ANIMATION_WORK_FACTOR &&
-        (uint64_t)(page + 1) * canvas > ANIMATION_WORK_FACTOR * max)
+    const uint64_t budget = gimg_animation_work_pixels(canvas, ANIMATION_WORK_FACTOR);
+    if ((uint64_t)(page + 1) * canvas > budget)
         return gimg_fail(GIMG_E_LIMIT,
                          "WebP frame %d needs %d frames of %dx%d composited: over the limit of "
-                         "%d x --max-pixels",
-                         page, page + 1, info->width, info->height, ANIMATION_WORK_FACTOR);
+                         "%llu pixels' work",
+                         page, page + 1, info->width, info->height, (unsigned long long)budget);
     gimg_status st = gimg_image_alloc(out, info->width, info->height, 4, GIMG_U8);
     if (st)
         return st;

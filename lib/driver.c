@@ -135,7 +135,7 @@ static gimg_status output_of(const job *j, int k, const char *input, int i, char
 static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
-    const size_t limit = gimg_max_input_bytes();
+    const size_t limit = gimg_max_stream_bytes();
     unsigned char *b = malloc(cap);
     int sniffed = 0;
     for (size_t got = 1; b && got > 0;) {
@@ -149,7 +149,7 @@ static gimg_status read_rest(FILE *f, unsigned char **buf, size_t *len)
         }
         if (n == cap && cap >= limit) {   /* an endless input, such as /dev/zero */
             free(b);
-            return gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
+            return gimg_stream_over(limit);
         }
         if (n == cap) {
             unsigned char *bigger = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);

@@ -80,9 +80,13 @@ typedef struct {
     size_t mapping_bytes;
 } gimg_image;
 
-/* Size limits, checked from a file's header before any large allocation. */
-#define GIMG_DEFAULT_MAX_PIXELS ((uint64_t)1 << 28)  /* 268,435,456: 16384 x 16384 */
+/* Size limits, checked from a file's header before any large allocation.
+ * The pixels an image may have: by default no limit of their own, the
+ * side's squared (an image is bounded by its sides and by the memory its
+ * job may hold: gimg_max_memory; images too large to hold are read in
+ * bands). --max-pixels sets one. */
 #define GIMG_MAX_DIMENSION (1 << 24)                  /* per side, as stb_image */
+#define GIMG_DEFAULT_MAX_PIXELS ((uint64_t)GIMG_MAX_DIMENSION * (uint64_t)GIMG_MAX_DIMENSION)
 /* Process-wide pixel-count ceiling (the tools' --max-pixels). */
 void gimg_set_max_pixels(uint64_t max_pixels);
 uint64_t gimg_max_pixels(void);
@@ -94,7 +98,7 @@ uint64_t gimg_max_pixels(void);
  * every buffer that grows with an image is checked against the budget
  * before it is allocated (gimg_image_alloc). Default
  * (gimg_default_max_memory): half the machine's memory, or of the
- * process's cgroup limit when that is lower. */
+ * process's cgroup limit or address space limit when that is lower. */
 void gimg_set_max_memory(uint64_t bytes);
 uint64_t gimg_max_memory(void);
 uint64_t gimg_default_max_memory(void);

@@ -81,8 +81,9 @@ void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gi
  * next gives the output's rows ready, *out its rows [*out_y0, *out_y0 +
  * out->height) (a view valid until the next call; height 0: none now, or
  * none left): flop's after each band, the others' once every band was
- * added. Errors: GIMG_E_IO (the temporary file), GIMG_E_NOMEM. Not for
- * AUTO (GIMG_E_USAGE).
+ * added. The file is made at the first band, on a file system with room
+ * for the output image. Errors: GIMG_E_IO (the temporary file), GIMG_E_LIMIT
+ * (no room for it), GIMG_E_NOMEM. Not for AUTO (GIMG_E_USAGE).
  */
 typedef struct gimg_orient_spool gimg_orient_spool;
 gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op, int band_rows,

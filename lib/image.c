@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static _Atomic uint64_t g_max_pixels = GIMG_DEFAULT_MAX_PIXELS;
@@ -29,6 +30,10 @@ uint64_t gimg_default_max_memory(void)
             ram = limit;
         fclose(f);
     }
+    /* The process's address space (ulimit -v), where it is held lower. */
+    struct rlimit as;
+    if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur < ram)
+        ram = as.rlim_cur;
     return ram / 2;
 }
 

@@ -18,8 +18,14 @@ const char *gimg_format_extension(gimg_format f);
 
 /* -------------------------------------------------------------- read.c */
 
-/* The largest input gimg_slurp() reads (from the pixel limit; see read.c). */
+/* The largest input gimg_slurp() reads (from the pixel limit; see read.c),
+ * and the largest stream it reads into memory (no more than the memory
+ * budget). */
 size_t gimg_max_input_bytes(void);
+size_t gimg_max_stream_bytes(void);
+/* The failure for a stream longer than limit (gimg_max_stream_bytes's):
+ * the memory budget's message where the budget set it. */
+gimg_status gimg_stream_over(size_t limit);
 
 /* Looks at what has been read of a file so far (buf[0 .. len-1], the whole
  * file when at_end): GIMG_OK to read on, or a failure (one gimg_fail) that

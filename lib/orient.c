@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -299,22 +300,34 @@ struct gimg_orient_spool {
     int n_blocks, cap_blocks;
 };
 
-/* An unlinked file of our own in $TMPDIR (or /tmp). */
-static gimg_status spool_file(int *fd)
+/* An unlinked file of our own in $TMPDIR (or /tmp), on a file system
+ * with room for `bytes` (the output image): refused at the first band
+ * where there is not, rather than at the band that fills it. */
+static gimg_status spool_file(uint64_t bytes, int *fd)
 {
     const char *dir = getenv("TMPDIR");
     if (!dir || !*dir)
         dir = "/tmp";
     *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (*fd >= 0)
-        return GIMG_OK;
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s/gimg-spool-XXXXXX", dir) >= (int)sizeof path)
-        return gimg_fail(GIMG_E_IO, "temporary folder %s: name too long", dir);
-    if ((*fd = mkostemp(path, O_CLOEXEC)) < 0)
-        return gimg_fail(GIMG_E_IO, "cannot make a temporary file in %s: %s", dir,
-                         strerror(errno));
-    unlink(path);
+    if (*fd < 0) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/gimg-spool-XXXXXX", dir) >= (int)sizeof path)
+            return gimg_fail(GIMG_E_IO, "temporary folder %s: name too long", dir);
+        if ((*fd = mkostemp(path, O_CLOEXEC)) < 0)
+            return gimg_fail(GIMG_E_IO, "cannot make a temporary file in %s: %s", dir,
+                             strerror(errno));
+        unlink(path);
+    }
+    struct statvfs fs;
+    if (fstatvfs(*fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes) {
+        char need[32], have[32];
+        gimg_format_bytes(bytes, need, sizeof need);
+        gimg_format_bytes((uint64_t)fs.f_bavail * fs.f_frsize, have, sizeof have);
+        close(*fd);
+        *fd = -1;
+        return gimg_fail(GIMG_E_LIMIT, "the temporary file needs %s in %s, which has %s free "
+                                       "(set TMPDIR to a folder with room)", need, dir, have);
+    }
     return GIMG_OK;
 }
 
@@ -385,8 +398,6 @@ gimg_status gimg_orient_spool_begin(const gimg_image *header, gimg_orient_op op,
                                                     layout->sample);
     if (!st && s->plan.transpose && !(s->iov = malloc(IOV_MAX * sizeof *s->iov)))
         st = gimg_fail(GIMG_E_NOMEM, "out of memory");
-    if (!st && (s->plan.transpose || s->plan.rev_rows))
-        st = spool_file(&s->fd);
     if (st) {
         gimg_meta_free(layout->meta);
         memset(layout, 0, sizeof *layout);
@@ -425,6 +436,12 @@ gimg_status gimg_orient_spool_add(gimg_orient_spool *s, const gimg_image *band, 
         s->ready = h;
         return GIMG_OK;
     }
+    /* The file at the first band, not at begin: a caller may begin and
+     * then find the output cannot be written as its rows come. */
+    gimg_status st;
+    if (s->fd < 0 &&
+        (st = spool_file((uint64_t)s->layout.height * s->out_row_bytes, &s->fd)))
+        return st;
     if (!p.transpose)
         return spool_io(s->fd, v.data, bytes, (off_t)first * (off_t)s->out_row_bytes, 1);
     if (s->n_blocks == s->cap_blocks) {

@@ -14,8 +14,8 @@
 
 /* The largest input gimg_slurp() accepts: generous for any image within the
  * pixel limit (64 bytes a pixel covers plain-text PAM with 4 16-bit samples
- * and room to spare, plus 64 MiB for metadata), yet it stops an endless
- * stream such as /dev/zero before it exhausts memory. */
+ * and room to spare, plus 64 MiB for metadata). A regular file is mapped,
+ * not read: its pages come and go as it is read. */
 size_t gimg_max_input_bytes(void)
 {
     uint64_t px = gimg_max_pixels(), lim;
@@ -23,6 +23,27 @@ size_t gimg_max_input_bytes(void)
         __builtin_add_overflow(lim, (uint64_t)64 << 20, &lim) || lim > (uint64_t)SIZE_MAX / 2)
         return SIZE_MAX / 2;
     return (size_t)lim;
+}
+
+/* A stream (a pipe, a device) is read into memory: at most the memory
+ * budget, which is also what bounds an endless stream now that the pixel
+ * limit, by default, does not. */
+size_t gimg_max_stream_bytes(void)
+{
+    const size_t files = gimg_max_input_bytes();
+    const uint64_t budget = gimg_max_memory();
+    return budget < files ? (size_t)budget : files;
+}
+
+gimg_status gimg_stream_over(size_t limit)
+{
+    if (limit == gimg_max_memory()) {
+        char have[32];
+        gimg_format_bytes(limit, have, sizeof have);
+        return gimg_fail(GIMG_E_LIMIT, "input of more than %s is over the memory budget of %s "
+                                       "(raise it with --max-memory)", have, have);
+    }
+    return gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
 }
 
 /* Files up to this size are mapped with MAP_POPULATE (below). */
@@ -51,7 +72,7 @@ static gimg_status read_stream(int fd, size_t limit, gimg_slurp_check check, voi
         if (n == cap) {
             if (cap >= limit) {
                 munmap(b, cap);
-                return gimg_fail(GIMG_E_LIMIT, "input is over the limit of %zu bytes", limit);
+                return gimg_stream_over(limit);
             }
             size_t ncap = cap > limit / 2 ? limit : cap * 2;
             unsigned char *nb = mremap(b, cap, ncap, MREMAP_MAYMOVE);
@@ -129,7 +150,8 @@ gimg_status gimg_slurp_checked(const char *path, size_t max_bytes, gimg_slurp_ch
             }
         }
     } else {
-        res = read_stream(fd, limit, check, user, buf, len);
+        const size_t stream_limit = gimg_max_stream_bytes();
+        res = read_stream(fd, limit < stream_limit ? limit : stream_limit, check, user, buf, len);
     }
     if (!is_stdin)
         close(fd);

@@ -441,11 +441,14 @@ static gimg_status lend_buffer(server *s, int sock, const gimg_wire_request *q, 
     gimg_wire_reply r;
     reply_init(&r);
     /* The most a request may need: its options, and pixels of 4 float
-     * channels at the pixel limit. */
+     * channels at the pixel limit; and no more than the memory budget
+     * (the pixel limit, by default, is none). */
     gimg_status st = GIMG_OK;
     if (q->input_bytes == 0 || q->input_bytes > GIMG_WIRE_MAX_OPTIONS_BYTES + 4096 +
                                                     gimg_max_pixels() * 16)
         st = gimg_fail(GIMG_E_LIMIT, "a buffer of %llu bytes", (unsigned long long)q->input_bytes);
+    else if ((st = gimg_check_memory(q->input_bytes, "a request's buffer")))
+        ;
     else if (!(*buf = take_buffer(s, (size_t)q->input_bytes)))
         st = GIMG_E_NOMEM;
     if (st) {

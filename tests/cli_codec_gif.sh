@@ -197,7 +197,11 @@ head -c $((len / 2)) palette.gif >half.gif
 refused hostile-truncated half.gif "truncated GIF data"
 head -c 20 palette.gif >head20.gif
 refused hostile-truncated-colour-map head20.gif "truncated GIF data"
-refused hostile-huge-screen huge.gif "limit"
+# Under a pixel limit given (the old default's), from the header; with
+# none (the default), by the memory budget (1 GiB here: the default is
+# half the machine's memory).
+refused hostile-huge-screen huge.gif "limit" --max-pixels 268435456
+refused hostile-huge-screen-budget huge.gif "over the memory budget" --max-memory 1G
 refused hostile-early-end early.gif "corrupt GIF data"
 refused hostile-code-past-table beyond.gif "corrupt GIF data"
 refused hostile-max-pixels palette.gif "max-pixels" --max-pixels 390

@@ -358,13 +358,14 @@ head -c $((n * 2 / 3)) valid-prog.jpg >cut-progressive.jpg
 # WORDS (an extended regular expression), within a second of CPU.
 crafted() {
     local name=$1 file=$2 words=$3 rc why="" limit=20
+    shift 3
     [ -n "${GIMG_TEST_SLOW:-}" ] && limit=900
     if [ -x /usr/bin/time ]; then
-        /usr/bin/time -f '%U %S' -o time.txt timeout $limit "$PROG" "$file" e/out.ppm \
+        /usr/bin/time -f '%U %S' -o time.txt timeout $limit "$PROG" "$@" "$file" e/out.ppm \
             >stdout.bin 2>stderr.txt
         rc=$?
     else
-        timeout $limit "$PROG" "$file" e/out.ppm >stdout.bin 2>stderr.txt
+        timeout $limit "$PROG" "$@" "$file" e/out.ppm >stdout.bin 2>stderr.txt
         rc=$?
     fi
     if [ "$rc" -ne 1 ]; then
@@ -387,9 +388,13 @@ crafted() {
 crafted crafted-no-scan noscan.jpg 'corrupt JPEG'
 crafted crafted-undefined-dqt nodqt.jpg 'quantization table 0x01 was not defined'
 crafted crafted-12-bit bits12.jpg '12-bit'
-crafted crafted-huge-65535 huge-65535.jpg 'limit'
-crafted crafted-huge-65500-progressive huge-65500-prog.jpg 'limit.*--max-pixels'
-crafted crafted-huge-sof-no-scan huge-sof-only.jpg 'limit'
+# Huge frames: under a pixel limit given (the old default's), from the
+# frame header; with none (the default), a progressive frame's
+# coefficients by the memory budget (1 GiB here).
+crafted crafted-huge-65535 huge-65535.jpg 'limit' --max-pixels 268435456
+crafted crafted-huge-65500-progressive huge-65500-prog.jpg 'limit.*--max-pixels' --max-pixels 268435456
+crafted crafted-huge-65500-progressive-budget huge-65500-prog.jpg 'over the memory budget' --max-memory 1G
+crafted crafted-huge-sof-no-scan huge-sof-only.jpg 'limit' --max-pixels 268435456
 crafted crafted-10000-empty-scans scans-empty.jpg 'too many scans'
 crafted crafted-10000-empty-arithmetic-scans scans-empty-arith.jpg 'too many scans'
 crafted crafted-10000-valid-scans scans-valid.jpg 'too many scans'

@@ -556,7 +556,7 @@ for f in pal1-badindex pal2-badindex pal4-badindex pal8-badindex empty-idat no-i
         crc-idat) want='corrupt PNG file: CRC mismatch in the IDAT chunk' ;;
         crc-ihdr) want='corrupt PNG file: CRC mismatch in the IHDR chunk' ;;
         ztxt-bomb) want='PNG metadata over the limits' ;;
-        huge) want='over the limit' ;;
+        huge) want='corrupt PNG file: the image data \(IDAT\) ends before the last row' ;;
         wide) want='limit of [0-9]+ pixels per side' ;;
         zero-width) want='corrupt PNG file: invalid width' ;;
         truncated) want='truncated PNG file \(cut short in the image data\)' ;;

@@ -181,7 +181,9 @@ EOF
 vp8x 16383 16383 c16383.webp
 refused hostile-vp8x-16383-no-data c16383.webp "truncated WebP data"
 vp8x 20000 20000 c20000.webp
-refused hostile-vp8x-over-limit c20000.webp "limit"
+refused hostile-vp8x-over-limit c20000.webp "limit" --max-pixels 268435456
+# With no pixel limit (the default), refused for the data it does not hold.
+refused hostile-vp8x-20000-no-pixel-limit c20000.webp "truncated WebP data"
 vp8x 2000 2000 c2000.webp
 refused hostile-vp8x-over-max-pixels c2000.webp "max-pixels" --max-pixels 1000000
 # A real file over a lowered limit.

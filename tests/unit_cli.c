@@ -598,7 +598,7 @@ static void test_help_text(void)
         "--op OP", "-l, --level N", "-F, --fast", "-x ", "-o FILE", "-f, --format FMT",
         "--quality N", "--png-level N", "--device DEV", "--max-pixels N", "-v, --verbose",
         "-q, --quiet", "-h, --help", "--version", "Options:", "Common options:",
-        "default 90", "default 6", "268435456", "GIMG_DEVICE",
+        "default 90", "default 6", "16777216 a side", "GIMG_DEVICE",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK(has(h, want[i]), "help lacks '%s'", want[i]);

@@ -929,7 +929,11 @@ static void test_crafted_headers(void)
     expect_refusal(&f, GIMG_E_FORMAT, "size", "zero height");
     free(f.p);
     /* Huge frames with tiny files: refused from the frame header, with
-     * or without a scan. */
+     * or without a scan, under a pixel limit given (with none, the
+     * default, a frame without a scan is corrupt, and the progressive
+     * one's coefficients are judged by the memory budget:
+     * huge_no_big_allocation). */
+    gimg_set_max_pixels((uint64_t)1 << 28);
     f = baseline_file(0xC0, 8, 65535, 65535, 1, 0, 0);
     expect_refusal(&f, GIMG_E_LIMIT, "limit", "65535x65535, no scan");
     free(f.p);
@@ -937,6 +941,10 @@ static void test_crafted_headers(void)
     f.len -= 2;  /* no EOI either */
     put_sos(&f, 1, 3, 0, 0);
     expect_refusal(&f, GIMG_E_LIMIT, "limit", "65500x65500 progressive");
+    free(f.p);
+    gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
+    f = baseline_file(0xC0, 8, 65500, 65500, 1, 0, 0);
+    expect_refusal(&f, GIMG_E_FORMAT, "corrupt JPEG", "65500x65500, no scan, no pixel limit");
     free(f.p);
     /* Beyond libjpeg's own 65500 a side, with the pixel limit raised. */
     uint64_t saved = gimg_max_pixels();
@@ -964,7 +972,8 @@ static void test_crafted_headers(void)
 /* Huge sizes are refused before anything large is allocated: with the
  * address space held to 256 MiB, still a size refusal (allocating the
  * coefficients first, 1.5 GB for 20000x20000 progressive, would be out of
- * memory). */
+ * memory): for a pixel limit given, or with none (the default) for the
+ * memory budget, which the address space's limit lowers. */
 static void test_huge_no_big_allocation(void)
 {
     const char *preload = getenv("LD_PRELOAD");
@@ -976,24 +985,32 @@ static void test_huge_no_big_allocation(void)
         f.len -= 2;  /* a DC scan instead of EOI */
         put_sos(&f, 1, 3, 0, 0);
         put(&f, "\0\0\0\0", 4);
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0) {
-            struct rlimit r = {(rlim_t)256 << 20, (rlim_t)256 << 20};
-            setrlimit(RLIMIT_AS, &r);
-            gimg_image im;
-            gimg_status st = row_decode(f.p, f.len, &im);  /* the codec's own check */
-            int named = strstr(gimg_last_error(), "--max-pixels") != NULL;
-            _exit(st == GIMG_E_LIMIT && named ? 0 : 10 + (int)st);
+        for (int limited = 0; limited <= 1; limited++) {
+            fflush(NULL);
+            pid_t pid = fork();
+            if (pid == 0) {
+                struct rlimit r = {(rlim_t)256 << 20, (rlim_t)256 << 20};
+                setrlimit(RLIMIT_AS, &r);
+                gimg_set_max_memory(0); /* the default again, under the new limit */
+                if (limited)
+                    gimg_set_max_pixels((uint64_t)1 << 28);
+                gimg_image im;
+                gimg_status st = row_decode(f.p, f.len, &im);  /* the codec's own check */
+                int named = strstr(gimg_last_error(),
+                                   limited ? "--max-pixels" : "--max-memory") != NULL;
+                _exit(st == GIMG_E_LIMIT && named ? 0 : 10 + (int)st);
+            }
+            int status = 0;
+            waitpid(pid, &status, 0);
+            CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "%dx%d in 256 MiB%s: %s %d (status 10 + %d)", sides[i], sides[i],
+                  limited ? " under --max-pixels" : "", WIFEXITED(status) ? "exit" : "signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                  WIFEXITED(status) ? WEXITSTATUS(status) - 10 : 0);
         }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "%dx%d in 256 MiB: %s %d (status 10 + %d)", sides[i], sides[i],
-              WIFEXITED(status) ? "exit" : "signal",
-              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-              WIFEXITED(status) ? WEXITSTATUS(status) - 10 : 0);
+        gimg_set_max_pixels((uint64_t)1 << 28);
         expect_refusal(&f, GIMG_E_LIMIT, "--max-pixels", "huge progressive frame");
+        gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
         free(f.p);
     }
 }

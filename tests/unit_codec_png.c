@@ -1517,7 +1517,12 @@ static void test_limits(void)
 {
     size_t len;
     unsigned char *buf = header_only(20000, 20000, &len);
+    /* Under the old default's pixel limit, given: refused for its size;
+     * with none (the default), for its data, which cannot hold it. */
+    gimg_set_max_pixels((uint64_t)1 << 28);
     expect_refusal("20000x20000", buf, len, GIMG_E_LIMIT, "over the limit");
+    gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
+    expect_refusal("20000x20000, no pixel limit", buf, len, GIMG_E_FORMAT, "before the last row");
     gimg_info info;
     CHECK(gimg_codec_png.probe(buf, len, NULL, &info) == GIMG_OK && info.width == 20000,
           "probe: %s", gimg_last_error());

@@ -1030,10 +1030,14 @@ static void test_hostile(void)
         const uint32_t e[][4] = {GRAY_IFD(1000000, 1000000, 150, 8)};
         put_ifd(&t, 8, e, 9, 0);
         t.n = 200;
+        gimg_set_max_pixels((uint64_t)1 << 28); /* the old default, given */
         expect_refused(t.b, t.n, GIMG_E_LIMIT, "limit", "1000000x1000000");
         gimg_info info;
         CHECK(gimg_probe_memory(t.b, t.n, &info) == GIMG_E_LIMIT, "huge probe: %s",
               gimg_last_error());
+        gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
+        /* With no pixel limit (the default), the memory budget refuses it. */
+        expect_refused(t.b, t.n, GIMG_E_LIMIT, "--max-memory", "1000000x1000000, no pixel limit");
     }
     /* Within the limit but no data: 16000 x 16000 uncompressed in one tiny
      * strip claiming 256 MB. */

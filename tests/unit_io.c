@@ -1040,12 +1040,18 @@ static void test_check_size(void)
           GIMG_E_LIMIT, "1 x 2^24+1");
     CHECK(gimg_check_size(INT64_MAX, INT64_MAX, 4, GIMG_F32, NULL, NULL) == GIMG_E_LIMIT,
           "INT64_MAX sides");
-    /* The default pixel limit, exactly at and one past it. */
-    CHECK(gimg_max_pixels() == GIMG_DEFAULT_MAX_PIXELS, "default limit %llu",
-          (unsigned long long)gimg_max_pixels());
+    /* By default no pixel limit but the sides'; a limit given, exactly at
+     * and one past it. */
+    CHECK(gimg_max_pixels() == GIMG_DEFAULT_MAX_PIXELS &&
+              GIMG_DEFAULT_MAX_PIXELS == (uint64_t)GIMG_MAX_DIMENSION * GIMG_MAX_DIMENSION,
+          "default limit %llu", (unsigned long long)gimg_max_pixels());
+    CHECK(gimg_check_size(100000, 100000, 1, GIMG_U8, NULL, NULL) == GIMG_OK, "100000^2: %s",
+          gimg_last_error());
+    gimg_set_max_pixels((uint64_t)1 << 28);
     CHECK(gimg_check_size(16384, 16384, 1, GIMG_U8, NULL, NULL) == GIMG_OK, "16384^2");
     CHECK(gimg_check_size(16385, 16384, 1, GIMG_U8, NULL, NULL) == GIMG_E_LIMIT, "16385x16384");
     CHECK(contains(gimg_last_error(), "--max-pixels"), "message: %s", gimg_last_error());
+    gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
     /* With the pixel limit out of the way, the largest image (2^24 x 2^24,
      * 16 bytes a pixel: 2^52 bytes) is sized without 32-bit or other
      * overflow. */
@@ -1061,8 +1067,10 @@ static void test_check_size(void)
     /* An allocation through the same check refuses what the check refuses. */
     gimg_image im;
     CHECK(gimg_image_alloc(&im, 0, 5, 1, GIMG_U8) == GIMG_E_FORMAT && im.data == NULL, "alloc 0");
+    gimg_set_max_pixels((uint64_t)1 << 28);
     CHECK(gimg_image_alloc(&im, 20000, 20000, 1, GIMG_U8) == GIMG_E_LIMIT && im.data == NULL,
           "alloc over the limit");
+    gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
     gimg_image_free(&im);   /* harmless on a zeroed image */
 
     /* The memory budget: the default is half the machine's memory; an
@@ -1227,20 +1235,35 @@ static void test_huge_headers(void)
     cases[n].len = 34;
     n++;
 
-    for (int i = 0; i < n; i++) {
-        gimg_image im;
-        double t0 = now_s();
-        gimg_status st = gimg_decode_memory(store[i], cases[i].len, &im);
-        double dt = now_s() - t0;
-        CHECK(st == GIMG_E_LIMIT, "%s: status %d, expected GIMG_E_LIMIT (%d): \"%s\"",
-              cases[i].what, st, GIMG_E_LIMIT, gimg_last_error());
-        CHECK(st != GIMG_E_LIMIT || contains(gimg_last_error(), "--max-pixels"),
-              "%s: message: %s", cases[i].what, gimg_last_error());
-        /* "At once": 0.1 s is thousands of times a header parse, and far
-         * below what touching even a fraction of the claimed size costs. */
-        CHECK(dt < 0.1, "%s: refused after %.3f s", cases[i].what, dt);
-        gimg_image_free(&im);
+    /* A pixel limit given (the old default's): each refused for it. With
+     * none (the default), by the memory budget (a 1 GiB one here) or for
+     * the data that is not there: either way at once. */
+    for (int limited = 1; limited >= 0; limited--) {
+        gimg_set_max_pixels(limited ? (uint64_t)1 << 28 : GIMG_DEFAULT_MAX_PIXELS);
+        gimg_set_max_memory(limited ? 0 : (uint64_t)1 << 30);
+        for (int i = 0; i < n; i++) {
+            gimg_image im;
+            double t0 = now_s();
+            gimg_status st = gimg_decode_memory(store[i], cases[i].len, &im);
+            double dt = now_s() - t0;
+            if (limited) {
+                CHECK(st == GIMG_E_LIMIT, "%s: status %d, expected GIMG_E_LIMIT (%d): \"%s\"",
+                      cases[i].what, st, GIMG_E_LIMIT, gimg_last_error());
+                CHECK(st != GIMG_E_LIMIT || contains(gimg_last_error(), "--max-pixels"),
+                      "%s: message: %s", cases[i].what, gimg_last_error());
+            } else {
+                CHECK(st == GIMG_E_FORMAT ||
+                          (st == GIMG_E_LIMIT && contains(gimg_last_error(), "--max-memory")),
+                      "%s with no pixel limit: status %d: \"%s\"", cases[i].what, st,
+                      gimg_last_error());
+            }
+            /* "At once": 0.1 s is thousands of times a header parse, and far
+             * below what touching even a fraction of the claimed size costs. */
+            CHECK(dt < 0.1, "%s: refused after %.3f s", cases[i].what, dt);
+            gimg_image_free(&im);
+        }
     }
+    gimg_set_max_memory(0);
 }
 
 /* The input-size limit (64 bytes per allowed pixel + 64 MiB) refuses a

@@ -458,6 +458,38 @@ static void spooled_equal(const gimg_image *im, gimg_orient_op op, int rows,
  * image's, byte for byte, metadata included: every pixel size,
  * awkward sizes (a row, a column, odd), bands of 1 row, awkward heights,
  * the height - 1, more than the height; auto is refused. */
+/* A spool whose output would need more than TMPDIR's file system has
+ * (2^24 x 2^24 gray: 256 TiB) is refused at its first band, naming the
+ * need and the folder, before writing anything; one that fits is not. */
+static void test_spool_no_room(void)
+{
+    const int side = 1 << 24;
+    gimg_image header = {.width = side, .height = side, .channels = 1, .sample = GIMG_U8};
+    gimg_image layout, band;
+    gimg_orient_spool *s = NULL;
+    gimg_status st = gimg_orient_spool_begin(&header, GIMG_ORIENT_ROT90, 1, &layout, &s);
+    CHECK(st == GIMG_OK && s, "begin: %s", gimg_last_error());
+    if (st || gimg_image_alloc(&band, side, 1, 1, GIMG_U8)) {
+        gimg_orient_spool_free(s);
+        return;
+    }
+    memset(band.data, 7, (size_t)side);
+    st = gimg_orient_spool_add(s, &band, 0);
+    CHECK(st == GIMG_E_LIMIT && strstr(gimg_last_error(), "the temporary file needs 256 TiB in ") &&
+              strstr(gimg_last_error(), "set TMPDIR"),
+          "status %d: %s", (int)st, gimg_last_error());
+    gimg_orient_spool_free(s);
+    gimg_meta_free(layout.meta);
+    /* The same band of an image of 2 rows: 32 MiB, room enough. */
+    header.height = 2;
+    st = gimg_orient_spool_begin(&header, GIMG_ORIENT_ROT90, 1, &layout, &s);
+    CHECK(st == GIMG_OK && gimg_orient_spool_add(s, &band, 0) == GIMG_OK, "2 rows: %s",
+          gimg_last_error());
+    gimg_orient_spool_free(s);
+    gimg_meta_free(layout.meta);
+    gimg_image_free(&band);
+}
+
 static void test_bands(void)
 {
     static const int sizes[][2] = {{1, 1}, {37, 1}, {1, 29}, {17, 9}, {61, 40}};
@@ -533,6 +565,7 @@ int main(void)
     RUN(test_auto_nothing_to_do);
     RUN(test_auto_padded_rows);
     RUN(test_bands);
+    RUN(test_spool_no_room);
     gimg_ctx_close(g_cpu);
     return check_summary();
 }

@@ -526,8 +526,11 @@ static void test_malformed_requests(void)
     refused("a file short of the image", &q, sizeof q, small, -1, GIMG_E_FORMAT, "bytes");
     refused("two files", &q, sizeof q, good, good, GIMG_E_FORMAT, "malformed");
     b = q;
-    b.image.width = b.image.height = 100000; /* 10^10 pixels, over the limit */
-    refused("an image over the pixel limit", &b, sizeof b, good, -1, GIMG_E_LIMIT, NULL);
+    b.image.width = b.image.height = 100000; /* 10^10 pixels */
+    gimg_set_max_pixels((uint64_t)1 << 28);    /* the server's --max-pixels (a thread here) */
+    refused("an image over the pixel limit", &b, sizeof b, good, -1, GIMG_E_LIMIT, "--max-pixels");
+    gimg_set_max_pixels(GIMG_DEFAULT_MAX_PIXELS);
+    refused("an image over its memory file", &b, sizeof b, good, -1, GIMG_E_FORMAT, "bytes");
     b = q;
     b.image.channels = 5;
     refused("5 channels", &b, sizeof b, good, -1, GIMG_E_FORMAT, "channels");

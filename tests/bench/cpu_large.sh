@@ -6,7 +6,7 @@
 # command fails (or gtranspose and vips disagree on rot90).
 #
 # Sizes: LARGE_SIZES (default "4096 16384"; 32768 only when asked: its RGB
-# PPM is 3.2 GB, each run takes minutes, and needs --max-pixels, below).
+# PPM is 3.2 GB, and each run takes minutes).
 # Formats: LARGE_FORMATS (default "ppm png"), input and output alike.
 # Input, per size: an RGB 8-bit photo-like image, made once by the project's
 # tools as tests/bench/photo.sh's fallback does: seeded noise
@@ -21,10 +21,9 @@
 #   gconv -k gaussian:2 IN OUT.FMT       vips gaussblur IN OUT.FMT 2 --min-ampl 0.011
 #   gtranspose --op rot90 IN OUT.FMT     vips rot IN OUT.FMT d90
 # PNG out at each side's default level, as in cpu_codecs.sh (ours: libdeflate
-# 6 with adaptive row filters; vips 8.14: zlib 6, no row filter). Images of
-# more than 16384^2 pixels are above our tools' default --max-pixels
-# (268435456): at those sizes ours get --max-pixels W*H (said in the output).
-# vips's temporary files go to the script's temporary folder (TMPDIR).
+# 6 with adaptive row filters; vips 8.14: zlib 6, no row filter). Our tools
+# have no pixel limit by default (the memory budget bounds a job): every
+# size runs with the defaults. vips's temporary files go to the script's temporary folder (TMPDIR).
 #
 # Then a gigapixel scan (GIGA_SIZE, below): gstats, ghist and gconv within
 # the memory budget.
@@ -49,7 +48,6 @@ BUILD=${BUILD:-build}
 SIZES=${LARGE_SIZES:-4096 16384}
 FORMATS=${LARGE_FORMATS:-ppm png}
 COMMANDS="gstats ghist gconv gtranspose"
-DEFAULT_MAX_PIXELS=268435456
 
 if ! command -v vips >/dev/null; then
     echo "bench-large: vips not installed: skipped"
@@ -147,21 +145,21 @@ commands() {
     vout=$tmp/vips-out.$2
     case $1 in
     gstats)
-        ours=("$BIN"/gstats --device cpu "${mp[@]}" "$in")
+        ours=("$BIN"/gstats --device cpu "$in")
         peer=(vips stats "$in" "$tmp/vips-stats.csv")
         oout='' vout=$tmp/vips-stats.csv
         ;;
     ghist)
-        ours=("$BIN"/ghist --device cpu "${mp[@]}" "$in")
+        ours=("$BIN"/ghist --device cpu "$in")
         peer=(vips hist_find "$in" "$tmp/vips-hist.v")
         oout='' vout=$tmp/vips-hist.v
         ;;
     gconv)
-        ours=("$BIN"/gconv --device cpu "${mp[@]}" -k gaussian:2 "$in" "$oout")
+        ours=("$BIN"/gconv --device cpu -k gaussian:2 "$in" "$oout")
         peer=(vips gaussblur "$in" "$vout" 2 --min-ampl 0.011)
         ;;
     gtranspose)
-        ours=("$BIN"/gtranspose --device cpu "${mp[@]}" --op rot90 "$in" "$oout")
+        ours=("$BIN"/gtranspose --device cpu --op rot90 "$in" "$oout")
         peer=(vips rot "$in" "$vout" d90)
         ;;
     esac
@@ -175,12 +173,6 @@ declare -A O_MS O_MB V_MS V_MB RATIO O_BYTES V_BYTES
 t_start=$(date +%s)
 
 for size in $SIZES; do
-    pixels=$((size * size))
-    mp=()
-    if [ $pixels -gt $DEFAULT_MAX_PIXELS ]; then
-        mp=(--max-pixels "$pixels")
-        echo "bench-large: ${size}^2 is above our default --max-pixels ($DEFAULT_MAX_PIXELS): ours run with --max-pixels $pixels"
-    fi
     runs=${LARGE_RUNS:-}
     [ -z "$runs" ] && { [ "$size" -ge 16384 ] && runs=3 || runs=5; }
 
@@ -188,14 +180,14 @@ for size in $SIZES; do
     now_us
     t0=$now
     if ! "$BUILD"/tests/gen --seed 1 "$size" "$size" 3 8 - |
-        "$BIN"/gconv --device cpu "${mp[@]}" -k gaussian:6 --scale 16 --bias -1912 - "$tmp/in.ppm"; then
+        "$BIN"/gconv --device cpu -k gaussian:6 --scale 16 --bias -1912 - "$tmp/in.ppm"; then
         echo "bench-large: could not make the ${size}^2 input" >&2
         exit 1
     fi
     made="seeded noise blurred (gaussian:6, contrast stretched, photo.sh's fallback)"
     inputs="in.ppm $(stat -c %s "$tmp/in.ppm" | awk '{ printf "%.1f", $1 / 1e6 }') MB"
     if [[ " $FORMATS " == *" png "* ]]; then
-        if ! "$BIN"/gconv --device cpu "${mp[@]}" -k 1 "$tmp/in.ppm" "$tmp/in.png"; then
+        if ! "$BIN"/gconv --device cpu -k 1 "$tmp/in.ppm" "$tmp/in.png"; then
             echo "bench-large: could not write the ${size}^2 PNG input" >&2
             exit 1
         fi
@@ -365,14 +357,14 @@ if [ "$giga" != 0 ]; then
             exit 1
         fi
         now_us
-        echo "bench-large: gigapixel: ${giga}^2 gray PNG, $(stat -c %s "$tmp/giga.png" | awk '{ printf "%.0f", $1 / 1e6 }') MB, made in $(((now - t0) / 1000)) ms; ours with --max-pixels $gp; load average $(load)"
+        echo "bench-large: gigapixel: ${giga}^2 gray PNG, $(stat -c %s "$tmp/giga.png" | awk '{ printf "%.0f", $1 / 1e6 }') MB, made in $(((now - t0) / 1000)) ms; load average $(load)"
         echo
         echo "| command | ms | ns/pixel | peak MB | <= 1024 MB |"
         echo "| --- | ---: | ---: | ---: | --- |"
         for cmd in gstats ghist gconv; do
             case $cmd in
-            gconv) g=("$BIN"/gconv --device cpu --max-pixels "$gp" -k gaussian:2 "$tmp/giga.png" "$tmp/giga-out.pgm") out=$tmp/giga-out.pgm ;;
-            *) g=("$BIN"/$cmd --device cpu --max-pixels "$gp" "$tmp/giga.png") out= ;;
+            gconv) g=("$BIN"/gconv --device cpu -k gaussian:2 "$tmp/giga.png" "$tmp/giga-out.pgm") out=$tmp/giga-out.pgm ;;
+            *) g=("$BIN"/$cmd --device cpu "$tmp/giga.png") out= ;;
             esac
             if ! run "$out" "${g[@]}"; then
                 echo "| $cmd | FAIL | | | |"
