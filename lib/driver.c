@@ -854,6 +854,25 @@ static double batch_jpeg_megapixels(const job *j)
     return mp;
 }
 
+/* Whether a JPEG may come into or go out of the job: an input named as
+ * one, or of a name that says no format (standard input too), or an
+ * output that may be one. --device gpu starts the GPU's codecs (nvJPEG,
+ * and a GPU's sixteen lanes for them) only then: a job of PNM or PNG
+ * files pays CUDA's start-up alone. */
+static int batch_may_have_jpeg(const job *j)
+{
+    if (j->stream)
+        return 1;
+    for (int i = 0; i < j->n_inputs; i++) {
+        const gimg_format f = gimg_format_from_path(j->inputs[i]);
+        if (f == GIMG_FMT_JPEG || f == GIMG_FMT_UNKNOWN)
+            return 1;
+    }
+    const gimg_format out = j->c->write.format;
+    return out == GIMG_FMT_JPEG || (out == GIMG_FMT_UNKNOWN && j->out[0].o.spec &&
+                                    gimg_format_from_path(j->out[0].o.spec) == GIMG_FMT_JPEG);
+}
+
 /* Inputs: the operands that are inputs, then the --files-from list. */
 static gimg_status gather_inputs(job *j, char ***list_storage)
 {
@@ -1017,7 +1036,7 @@ int gimg_drive(const gimg_driver *d, const gimg_cli_common *c)
         gimg_ctx_set_batch_images(j.ctx, j.stream ? 1 : j.n_inputs);
     /* Transforms only, so far: their operations reach an input on the GPU
      * through gimg_gpu_upload alone. */
-    if (!st && d->transform)
+    if (!st && d->transform && (c->device.kind != GIMG_DEV_GPU || batch_may_have_jpeg(&j)))
         j.gpu_codecs = gimg_ctx_want_gpu_codecs(
             j.ctx,
             c->device.kind == GIMG_DEV_AUTO && !c->device.cpu_codecs && !j.stream &&

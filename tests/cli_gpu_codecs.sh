@@ -165,6 +165,21 @@ why=""
 cmp -s m100-cpu.jpg m100-gpu.jpg || why="differs from --device cpu: $(grep codecs err.txt)"
 result gpu-codecs-maxval-below-full "$why"
 
+# --device gpu starts nvJPEG only for a job that may hold a JPEG: a PPM to
+# a PNG pays CUDA's start-up alone; a JPEG output, or an input whose name
+# says no format, starts it.
+why=""
+"$PROG" --device gpu --codecs auto -v -k gaussian:1 full.pgm n.png 2>err.txt || why="exit $?"
+[ -z "$why" ] && { grep -q 'start-up [0-9]* ms (CUDA)$' err.txt && ! grep -q nvJPEG err.txt ||
+    why="PNM to PNG: $(grep -E 'start-up|nvJPEG' err.txt | tr '\n' ' ')"; }
+cp full.pgm noext
+for job in "full.pgm n.jpg" "noext n.png"; do
+    [ -z "$why" ] && { "$PROG" --device gpu --codecs auto -v -k gaussian:1 $job 2>err.txt &&
+        grep -q 'start-up [0-9]* ms (CUDA and nvJPEG)$' err.txt ||
+        why="$job: $(grep -E 'start-up|nvJPEG' err.txt | tr '\n' ' ')"; }
+done
+result gpu-codecs-only-for-jpeg-jobs "$why"
+
 # Out of GPU memory (GIMG_GPU_MEM_LIMIT, which counts nvJPEG's buffers
 # too): at once (no room for nvJPEG, or to decode a 640x480 photo, 921600
 # bytes), and later (room for the decoded photo, not for nvJPEG's buffers
