@@ -14,14 +14,7 @@ TOOL=gconv
 # images only).
 export GIMG_SERVER=off
 
-if "$PROG" --version | grep -q 'not built in'; then
-    skip gpu-bands "this build has no CUDA support"
-    exit 0
-fi
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    skip gpu-bands "no CUDA GPU"
-    exit 0
-fi
+need_cuda_gpu gpu-bands
 
 "$GEN" --seed 1 301 203 3 8 rgb8.ppm &&
     "$GEN" --seed 2 97 61 1 16 gray16.pgm &&

@@ -12,14 +12,7 @@ TOOL=gtranspose
 # for the server's GPU against the tools' own).
 export GIMG_SERVER=off
 
-if "$PROG" --version | grep -q 'not built in'; then
-    skip gpu-faults "this build has no CUDA support"
-    exit 0
-fi
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-    skip gpu-faults "no CUDA GPU"
-    exit 0
-fi
+need_cuda_gpu gpu-faults
 
 # mem_limit_fallback NAME LIMIT TOOL-ARGS...: with GIMG_GPU_MEM_LIMIT=LIMIT
 # and --device gpu, the tool succeeds, writes what the CPU writes (cpu.out,

@@ -206,41 +206,32 @@ done
 # A PNG claiming 60000x60000: refused in well under a second with little
 # memory, by a message naming the limit and --max-pixels where one is
 # given, and for its missing data where none is (the default).
+# quick_refusal NAME PATTERN OPTIONS...: exit 1 within 0.5 s and under
+# 64 MiB (timed where /usr/bin/time is), stderr matching PATTERN.
+quick_refusal() {
+    local name=$1 pattern=$2 why="" rc secs kb
+    shift 2
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f '%e %M' -o time.txt timeout 20 "$PROG" "$@" e/out.png 2>stderr.txt
+        rc=$?
+        read -r secs kb < <(tail -n 1 time.txt)
+        [ "$rc" -eq 1 ] || why="exit status $rc"
+        if [ -z "$why" ] && [ -z "${GIMG_TEST_SLOW:-}" ]; then
+            awk "BEGIN { exit !($secs < 0.5) }" || why="took $secs s"
+            [ "${kb:-0}" -lt 65536 ] || why="${why:+$why, }peak memory $kb KiB"
+        fi
+    else
+        timeout 20 "$PROG" "$@" e/out.png 2>stderr.txt
+        rc=$?
+        [ "$rc" -eq 1 ] || why="exit status $rc"
+    fi
+    [ -z "$why" ] && { grep -Eq -- "$pattern" stderr.txt || why="message: $(cat stderr.txt)"; }
+    result "$name" "$why"
+}
 huge=corpus/hostile/huge-png-60000x60000
-why=""
-if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f '%e %M' -o time.txt timeout 20 "$PROG" --max-pixels 268435456 "$huge" \
-        e/out.png 2>stderr.txt
-    rc=$?
-    read -r secs kb < <(tail -n 1 time.txt)
-    [ "$rc" -eq 1 ] || why="exit status $rc"
-    if [ -z "$why" ] && [ -z "${GIMG_TEST_SLOW:-}" ]; then
-        awk "BEGIN { exit !($secs < 0.5) }" || why="took $secs s"
-        [ "${kb:-0}" -lt 65536 ] || why="${why:+$why, }peak memory $kb KiB"
-    fi
-else
-    timeout 20 "$PROG" --max-pixels 268435456 "$huge" e/out.png 2>stderr.txt
-    rc=$?
-    [ "$rc" -eq 1 ] || why="exit status $rc"
-fi
-[ -z "$why" ] && { grep -q -- '--max-pixels' stderr.txt && grep -q '268435456' stderr.txt ||
-    why="message does not name the limit and --max-pixels: $(cat stderr.txt)"; }
-result limit-png-60000x60000-fast "$why"
-why=""
-if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f '%e %M' -o time.txt timeout 20 "$PROG" "$huge" e/out.png 2>stderr.txt
-    rc=$?
-    read -r secs kb < <(tail -n 1 time.txt)
-    [ "$rc" -eq 1 ] || why="exit status $rc"
-    if [ -z "$why" ] && [ -z "${GIMG_TEST_SLOW:-}" ]; then
-        awk "BEGIN { exit !($secs < 0.5) }" || why="took $secs s"
-        [ "${kb:-0}" -lt 65536 ] || why="${why:+$why, }peak memory $kb KiB"
-    fi
-    [ -z "$why" ] && { grep -q 'IDAT' stderr.txt || why="message: $(cat stderr.txt)"; }
-    result limit-png-60000x60000-no-pixel-limit "$why"
-else
-    skip limit-png-60000x60000-no-pixel-limit "/usr/bin/time is not installed"
-fi
+quick_refusal limit-png-60000x60000-fast 'limit of 268435456 .*--max-pixels' \
+    --max-pixels 268435456 "$huge"
+quick_refusal limit-png-60000x60000-no-pixel-limit 'IDAT' "$huge"
 # With --max-pixels raised past it (and the memory budget, which would
 # otherwise refuse reading 10 GB whole first), the same header without
 # pixel data is refused as what it is, quickly: nothing of the 10 GB it

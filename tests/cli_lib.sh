@@ -105,6 +105,19 @@ cpu_under_1s() {
     awk "BEGIN { exit !($secs < 1.0) }" && pass "$name" || fail "$name" "took $secs s of CPU"
 }
 
+# need_cuda_gpu NAME: a suite that needs a CUDA build and a GPU skips
+# NAME and exits 0 without them.
+need_cuda_gpu() {
+    if "$PROG" --version | grep -q 'not built in'; then
+        skip "$1" "this build has no CUDA support"
+        exit 0
+    fi
+    if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+        skip "$1" "no CUDA GPU"
+        exit 0
+    fi
+}
+
 # refused NAME FILE WANT [OPTIONS...]: the tool refuses FILE (exit 1,
 # "$TOOL: FILE: ..." holding WANT, nothing written to e/), within a second.
 refused() {
