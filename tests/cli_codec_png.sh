@@ -556,7 +556,9 @@ for f in pal1-badindex pal2-badindex pal4-badindex pal8-badindex empty-idat no-i
         crc-idat) want='corrupt PNG file: CRC mismatch in the IDAT chunk' ;;
         crc-ihdr) want='corrupt PNG file: CRC mismatch in the IHDR chunk' ;;
         ztxt-bomb) want='PNG metadata over the limits' ;;
-        huge) want='corrupt PNG file: the image data \(IDAT\) ends before the last row' ;;
+        # No pixel limit by default: refused for its data in bands, or, in
+        # a CUDA build (read whole for a GPU), by the memory budget.
+        huge) want='corrupt PNG file: the image data \(IDAT\) ends before the last row|over the memory budget' ;;
         wide) want='limit of [0-9]+ pixels per side' ;;
         zero-width) want='corrupt PNG file: invalid width' ;;
         truncated) want='truncated PNG file \(cut short in the image data\)' ;;
