@@ -986,6 +986,13 @@ static void test_huge_no_big_allocation(void)
         put_sos(&f, 1, 3, 0, 0);
         put(&f, "\0\0\0\0", 4);
         for (int limited = 0; limited <= 1; limited++) {
+#ifdef UNDER_SANITIZER
+            /* The default's path allocates a little before the budget
+             * refuses; AddressSanitizer, whose shadow holds terabytes of
+             * address space, can then map nothing under the limit. */
+            if (!limited)
+                continue;
+#endif
             fflush(NULL);
             pid_t pid = fork();
             if (pid == 0) {
