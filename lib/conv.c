@@ -896,9 +896,13 @@ gimg_status gimg_conv_bands_begin(gimg_ctx *ctx, const gimg_image *layout,
     *out = cb;
     if (!ctx)
         return GIMG_OK;
-    /* The whole image's job decides where its bands go. */
+    /* The whole image's job decides where its bands go. Its GPU times are
+     * not the cost table's measure (untimed): a band's copies are staged
+     * from the file's mapping one band at a time, at a fraction of the
+     * rate of a whole image's (RESULTS.md, stop 43). */
     const size_t bytes = (size_t)cb->H * (size_t)cb->W * gimg_pixel_bytes(layout);
-    const gimg_cost_job job = conv_job(o, cb->sample, bytes, cb->H, omp_get_max_threads());
+    gimg_cost_job job = conv_job(o, cb->sample, bytes, cb->H, omp_get_max_threads());
+    job.untimed = 1;
     if ((st = gimg_ctx_select(ctx, &job, &cb->gpu))) {
         gimg_conv_bands_free(cb);
         *out = NULL;

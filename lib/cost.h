@@ -76,8 +76,9 @@ typedef struct {
     double fmas_per_byte;      /* conv: the kernels' FMAs per sample over the sample's bytes */
     int threads;               /* the CPU threads it would run on */
     const char *gpu_refused;   /* not NULL: a hard limit keeps it off the GPU (why) */
-    int untimed;               /* its GPU time holds other work too (--compare's SSIM):
-                                * not a measure of the table's figures */
+    int untimed;               /* its GPU time holds other work too (--compare's SSIM),
+                                * or is a band's (conv.c): not a measure of the
+                                * table's figures */
     int start_shared_by;       /* images of the job that share the GPU's start-up, this
                                 * one's share being 1 / that (<= 1: this image alone) */
 } gimg_cost_job;
