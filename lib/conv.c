@@ -897,9 +897,10 @@ gimg_status gimg_conv_bands_begin(gimg_ctx *ctx, const gimg_image *layout,
     if (!ctx)
         return GIMG_OK;
     /* The whole image's job decides where its bands go. Its GPU times are
-     * not the cost table's measure (untimed): a band's copies are staged
-     * from the file's mapping one band at a time, at a fraction of the
-     * rate of a whole image's (RESULTS.md, stop 43). */
+     * not the cost table's measure (untimed): they hold a band's halo rows
+     * twice and the staging of each band from the file's mapping, one band
+     * after another, which the table's model of a whole image's copies
+     * does not (RESULTS.md, stop 43: 2.2-3.2 GB/s). */
     const size_t bytes = (size_t)cb->H * (size_t)cb->W * gimg_pixel_bytes(layout);
     gimg_cost_job job = conv_job(o, cb->sample, bytes, cb->H, omp_get_max_threads());
     job.untimed = 1;
