@@ -447,9 +447,9 @@ static gimg_status lend_buffer(server *s, int sock, const gimg_wire_request *q, 
     if (q->input_bytes == 0 || q->input_bytes > GIMG_WIRE_MAX_OPTIONS_BYTES + 4096 +
                                                     gimg_max_pixels() * 16)
         st = gimg_fail(GIMG_E_LIMIT, "a buffer of %llu bytes", (unsigned long long)q->input_bytes);
-    else if ((st = gimg_check_memory(q->input_bytes, "a request's buffer")))
-        ;
-    else if (!(*buf = take_buffer(s, (size_t)q->input_bytes)))
+    if (!st)
+        st = gimg_check_memory(q->input_bytes, "a request's buffer");
+    if (!st && !(*buf = take_buffer(s, (size_t)q->input_bytes)))
         st = GIMG_E_NOMEM;
     if (st) {
         r.status = st;
