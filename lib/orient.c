@@ -275,8 +275,8 @@ void gimg_orient_bands_add(const gimg_image *header, gimg_orient_op op, const gi
  *    other); an output band's rows are read from every block (one read a
  *    block) and put side by side.
  * One write a band, one read per block and output band (each row read
- * to its place: preadv): a 16384^2 RGB image in bands of 16 MB is 48
- * writes and 48 x 48 reads.
+ * to its place: preadv): a 16384^2 RGB image in bands of 4 MB is 192
+ * writes and 192 x 192 reads.
  */
 typedef struct {
     int c0, width;   /* the output columns it holds */
