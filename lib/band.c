@@ -4,6 +4,7 @@
 #include "codec.h"
 #include "io_internal.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +139,14 @@ struct gimg_band_reader {
     gimg_meta *late_meta;    /* what the last band brought (codec.h) */
 };
 
+size_t gimg_band_bytes(void)
+{
+    const size_t bytes = (size_t)omp_get_max_threads() * GIMG_BAND_BYTES_PER_THREAD;
+    return bytes < GIMG_BAND_BYTES_MIN   ? GIMG_BAND_BYTES_MIN
+           : bytes > GIMG_BAND_BYTES_MAX ? GIMG_BAND_BYTES_MAX
+                                         : bytes;
+}
+
 int gimg_band_rows(const gimg_info *info, int band_rows, uint64_t whole_bytes)
 {
     if (band_rows > 0)
@@ -147,7 +156,7 @@ int gimg_band_rows(const gimg_info *info, int band_rows, uint64_t whole_bytes)
     if (pixels <= GIMG_BAND_MIN_PIXELS && whole_bytes <= budget)
         return 0;
     const size_t row_bytes = (size_t)info->width * (size_t)info->channels * info->sample;
-    size_t band_bytes = GIMG_BAND_BYTES;
+    size_t band_bytes = gimg_band_bytes();
     if (budget / GIMG_BAND_SHARE < band_bytes)
         band_bytes = (size_t)(budget / GIMG_BAND_SHARE);
     const size_t rows = band_bytes / row_bytes;

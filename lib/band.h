@@ -26,11 +26,16 @@
  * (a 192 MB RGB image), as libvips' threshold for its own disc caching
  * is of the same order. */
 #define GIMG_BAND_MIN_PIXELS ((uint64_t)64 << 20)
-/* A default band's bytes: about this much (at least one row). 4 MB
- * (16 MB before stop 44) took the same time on a 2-core VM at 12000^2 and
- * a third of the memory: gconv PNG to PNG 69 MB against 155, gtranspose
- * rot90 PPM 19 MB against 66 (RESULTS.md, stop 44). */
-#define GIMG_BAND_BYTES ((size_t)4 << 20)
+/* A default band's bytes (at least one row): 1 MiB a thread, from 4 to
+ * 16 MiB. On a 2-core VM at 12000^2, bands of 4 MB took the time of 16 MB
+ * ones with a third of the memory (gconv PNG to PNG 69 MB against 155,
+ * gtranspose rot90 PPM 19 against 66); on the 16 cores of an H100 host
+ * they made gconv on the CPU 5-15% slower, its threads sharing fewer rows
+ * (RESULTS.md, stop 44). */
+#define GIMG_BAND_BYTES_MIN ((size_t)4 << 20)
+#define GIMG_BAND_BYTES_MAX ((size_t)16 << 20)
+#define GIMG_BAND_BYTES_PER_THREAD ((size_t)1 << 20)
+size_t gimg_band_bytes(void);
 
 /* A job in bands holds about this many bands' bytes (read-ahead, the
  * work's rows, the writer's two buffers): a band takes at most the memory

@@ -126,8 +126,9 @@ static const char *common_help(const gimg_cli_spec *spec, const gimg_cli_option 
     }
     case K_BAND_ROWS:
         snprintf(buf, size, "read an image taller than N rows N rows at a time (default: "
-                            "images of more than %llu pixels, about %zu MB a band)",
-                 (unsigned long long)GIMG_BAND_MIN_PIXELS, GIMG_BAND_BYTES >> 20);
+                            "images of more than %llu pixels, bands of 1 MB a thread from 4 to "
+                            "16 MB, here %zu)",
+                 (unsigned long long)GIMG_BAND_MIN_PIXELS, gimg_band_bytes() >> 20);
         return buf;
     default:
         return o->help ? o->help : "";
