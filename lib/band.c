@@ -308,9 +308,9 @@ gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
     if (at >= b->buf && at < b->buf + b->len) {
         release_pages(b, at);
     } else {
-        const double share = (double)b->next_row / b->layout.height * (double)b->len;
-        if (share > GIMG_BAND_PAGES_MARGIN)
-            release_pages(b, b->buf + (size_t)(share - GIMG_BAND_PAGES_MARGIN));
+        const double share_bytes = (double)b->next_row / b->layout.height * (double)b->len;
+        if (share_bytes > GIMG_BAND_PAGES_MARGIN)
+            release_pages(b, b->buf + (size_t)(share_bytes - GIMG_BAND_PAGES_MARGIN));
     }
     b->next_row += band->height;
     return GIMG_OK;
