@@ -118,6 +118,12 @@ extern const gimg_codec gimg_codec_jpeg, gimg_codec_png, gimg_codec_tiff, gimg_c
     gimg_codec_gif, gimg_codec_bmp, gimg_codec_tga, gimg_codec_hdr, gimg_codec_pnm,
     gimg_codec_pam, gimg_codec_pfm;
 
+/* 1 (the default): codec_png.c decodes the image data of a PNG whose
+ * IDAT chunks are one run itself (png_idat.c); 0: with libspng, as it
+ * did before. For tests (unit_codec_png holds the two to the same
+ * answers); set it before decoding, not while. */
+extern int gimg_png_own_idat;
+
 /* The row of format f, or NULL (GIMG_FMT_UNKNOWN). */
 const gimg_codec *gimg_codec_of(gimg_format f);
 /* The row whose magic buf starts with, or NULL. */

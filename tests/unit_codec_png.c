@@ -24,6 +24,11 @@
  * hostile metadata below the limits (a 16 MB iTXt, a 20 MB zTXt bomb, EXIF
  * pointing past its block, bad CRCs, broken zlib streams, a second iCCP)
  * is dropped with a warning and the image decoded.
+ *
+ * Our own decoding of the image data (png_idat.c) against libspng's
+ * (gimg_png_own_idat = 0): the same status, message, pixels and metadata
+ * for every layout, whole and in bands, and for each file damaged 24
+ * seeded ways (the image data changed, the stream cut, chunks after it).
  */
 #include "gimg.h"
 #include "codec.h"
@@ -31,6 +36,7 @@
 #include "check.h"
 #include "testfile.h"
 #include "testpng.h"
+#include "band.h"
 
 #include <libdeflate.h>
 #include <math.h>
@@ -1597,6 +1603,223 @@ static void test_threads(void)
     }
 }
 
+
+/* ------------------------------------ our image data against libspng's */
+
+/* What decoding a file gave: status, message, image. */
+typedef struct {
+    gimg_status st;
+    char msg[256];
+    gimg_image im;
+} outcome;
+
+static void decode_whole(const unsigned char *buf, size_t len, int own, outcome *o)
+{
+    gimg_png_own_idat = own;
+    o->st = gimg_codec_png.decode(buf, len, NULL, &o->im);
+    gimg_png_own_idat = 1;
+    snprintf(o->msg, sizeof o->msg, "%s", o->st ? gimg_last_error() : "");
+}
+
+/* The same file in bands of `rows` (band.h's reader, our image data):
+ * the status and message it ends with, and the rows into o->im. */
+static void decode_in_bands(const unsigned char *buf, size_t len, int rows, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    gimg_band_reader *r = NULL;
+    gimg_image header, band;
+    int y0;
+    o->st = gimg_band_open(buf, len, 0, NULL, rows, &header, &r);
+    if (!o->st && r &&
+        !(o->st = gimg_image_alloc(&o->im, header.width, header.height, header.channels,
+                                   header.sample))) {
+        o->im.maxval = header.maxval;
+        while (!(o->st = gimg_band_next(r, &band, &y0)) && band.height > 0)
+            for (int i = 0; i < band.height; i++)
+                memcpy(gimg_row(&o->im, y0 + i), gimg_row(&band, i),
+                       (size_t)band.width * gimg_pixel_bytes(&band));
+    }
+    snprintf(o->msg, sizeof o->msg, "%s", o->st ? gimg_last_error() : "");
+    if (r)
+        gimg_meta_free(gimg_band_take_meta(r));
+    gimg_band_close(r);
+    if (!o->st)
+        gimg_meta_free(header.meta);
+}
+
+/* Whole with png_idat.c against whole with libspng, and in bands of 7 rows
+ * against whole: the same status, message, layout, pixels, metadata. */
+static void same_as_libspng(const char *what, const unsigned char *buf, size_t len)
+{
+    outcome ours, theirs, bands;
+    char why[160];
+    decode_whole(buf, len, 1, &ours);
+    decode_whole(buf, len, 0, &theirs);
+    CHECK(ours.st == theirs.st && !strcmp(ours.msg, theirs.msg),
+          "%s: ours %d '%s', libspng's %d '%s'", what, ours.st, ours.msg, theirs.st, theirs.msg);
+    if (!ours.st && !theirs.st) {
+        CHECK(same_image(&ours.im, &theirs.im, why, sizeof why) &&
+                  ours.im.maxval == theirs.im.maxval,
+              "%s: ours against libspng's: %s (maxval %u, %u)", what, why, ours.im.maxval,
+              theirs.im.maxval);
+        CHECK(gimg_meta_kinds(ours.im.meta) == gimg_meta_kinds(theirs.im.meta) &&
+                  !strcmp(ours.im.meta ? ours.im.meta->warning : "",
+                          theirs.im.meta ? theirs.im.meta->warning : ""),
+              "%s: metadata %#x against libspng's %#x", what, gimg_meta_kinds(ours.im.meta),
+              gimg_meta_kinds(theirs.im.meta));
+    }
+    if (ours.im.height > 7) {
+        decode_in_bands(buf, len, 7, &bands);
+        CHECK(bands.st == ours.st && !strcmp(bands.msg, ours.msg),
+              "%s: in bands %d '%s', whole %d '%s'", what, bands.st, bands.msg, ours.st,
+              ours.msg);
+        CHECK(bands.st || same_image(&bands.im, &ours.im, why, sizeof why),
+              "%s: in bands against whole: %s", what, why);
+        gimg_image_free(&bands.im);
+    }
+    gimg_image_free(&ours.im);
+    gimg_image_free(&theirs.im);
+}
+
+/* Every chunk's CRC made right again, so that a change is met as itself. */
+static void fix_crcs(unsigned char *buf, size_t len)
+{
+    for (size_t p = 8; p + 12 <= len;) {
+        const uint32_t n = gimg_be32(buf + p);
+        if (len - p - 12 < n)
+            break;
+        const uint32_t crc = libdeflate_crc32(0, buf + p + 4, (size_t)n + 4);
+        unsigned char *c = buf + p + 8 + n;
+        c[0] = (unsigned char)(crc >> 24), c[1] = (unsigned char)(crc >> 16);
+        c[2] = (unsigned char)(crc >> 8), c[3] = (unsigned char)crc;
+        p += 12 + (size_t)n;
+    }
+}
+
+/* buf's chunks up to its last IDAT, `extra` (whole chunks), the rest;
+ * with cut, the last IDAT's data cut to `cut` bytes. */
+static unsigned char *with_after_idat(const unsigned char *buf, size_t len, const bytes *extra,
+                                      int cut, size_t keep, size_t *out_len)
+{
+    const size_t last = find_chunk(buf, len, "IDAT", 1);
+    const size_t n = gimg_be32(buf + last), end = last + 12 + n;
+    bytes b = { 0 };
+    put(&b, buf, last);
+    if (cut) {
+        put_chunk(&b, "IDAT", buf + last + 8, keep < n ? keep : n, 0);
+    } else {
+        put(&b, buf + last, end - last);
+    }
+    if (extra)
+        put(&b, extra->p, extra->len);
+    put(&b, buf + end, len - end);
+    *out_len = b.len;
+    return b.p;
+}
+
+/* codec_png.c decodes the image data of a file whose IDAT chunks are one
+ * run itself (png_idat.c) and the rest with libspng: the two ways must
+ * give the same answers. Seeded images of every layout and awkward sizes
+ * (two large enough for png_idat's inflating thread), then each damaged
+ * in seeded ways, its CRCs made right so that the damage itself is met: a
+ * byte of the image data changed (bad zlib data, bad filter types, index
+ * past the palette), the zlib stream cut, chunks put after the image data
+ * (text, a second IDAT, PLTE, IHDR, unknown chunks, an IEND with data). */
+static void test_same_as_libspng(void)
+{
+    static const int dims[][2] = { { 1, 1 }, { 13, 9 }, { 3, 40 }, { 131, 17 } };
+    static const struct {
+        const char *type;
+        const char *data;
+        size_t n;
+    } extras[] = {
+        { "tEXt", "key\0value", 9 }, { "tIME", "\x07\xea\x0b\x1c\x0c\x00\x00", 7 },
+        { "tIME", "\x07\xea", 2 },   { "PLTE", "\1\2\3", 3 },
+        { "IHDR", "\0\0\0\1\0\0\0\1\10\0\0\0\0", 13 }, { "IDAT", "junk", 4 },
+        { "XyZw", "x", 1 },          { "xyZw", "x", 1 },
+        { "sRGB", "\0", 1 },         { "zTXt", "k\0\0\x78\x9c\x03\0\0\0\0\1", 11 },
+        { "IEND", "x", 1 },          { "iCCP", "p\0\0junk", 7 },
+    };
+    uint64_t rng = 0x5eed1da7;
+    int files = 0;
+    for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++)
+        for (size_t z = 0; z < sizeof dims / sizeof *dims; z++) {
+            png_spec s;
+            fill_spec(&s, dims[z][0], dims[z][1], layouts[l].color, layouts[l].depth, 0,
+                      (int)(z % 2) && layouts[l].color != GRAY_ALPHA && layouts[l].color != RGBA,
+                      1000 + l * 10 + z);
+            size_t len;
+            unsigned char *buf = make_png(&s, &len);
+            char what[160];
+            snprintf(what, sizeof what, "%s %d-bit %dx%d", color_name(s.color), s.depth, s.w,
+                     s.h);
+            same_as_libspng(what, buf, len);
+            files++;
+            for (int k = 0; k < 24; k++, files++) {
+                size_t n = len;
+                unsigned char *d;
+                const int kind = k % 3;
+                if (kind == 0) {   /* a byte of the image data changed */
+                    d = malloc(len);
+                    memcpy(d, buf, len);
+                    const size_t first = find_chunk(d, len, "IDAT", 0);
+                    const size_t last = find_chunk(d, len, "IDAT", 1);
+                    const size_t span = last + 8 + gimg_be32(d + last) - first;
+                    size_t at = first + 8 + (size_t)(testimg_next(&rng) % span);
+                    d[at] ^= (unsigned char)(1 + testimg_next(&rng) % 255);
+                    fix_crcs(d, len);
+                    snprintf(what, sizeof what, "%s %d-bit %dx%d, byte %zu changed",
+                             color_name(s.color), s.depth, s.w, s.h, at);
+                } else if (kind == 1) {   /* the stream cut in its last chunk */
+                    const size_t keep = (size_t)(testimg_next(&rng) % 98);
+                    d = with_after_idat(buf, len, NULL, 1, keep, &n);
+                    snprintf(what, sizeof what, "%s %d-bit %dx%d, last IDAT cut to %zu",
+                             color_name(s.color), s.depth, s.w, s.h, keep);
+                } else {   /* a chunk after the image data */
+                    const size_t e = (size_t)(testimg_next(&rng) % (sizeof extras / sizeof *extras));
+                    bytes x = { 0 };
+                    put_chunk(&x, extras[e].type, extras[e].data, extras[e].n, 0);
+                    d = with_after_idat(buf, len, &x, 0, 0, &n);
+                    free(x.p);
+                    snprintf(what, sizeof what, "%s %d-bit %dx%d, %.4s after the image data",
+                             color_name(s.color), s.depth, s.w, s.h, extras[e].type);
+                }
+                same_as_libspng(what, d, n);
+                free(d);
+            }
+            free(buf);
+            free(s.samples);
+        }
+    /* Large enough for the inflating thread (2 MiB of rows and more), rows
+     * crossing its slots of 512 KiB; damaged near the end. */
+    static const int large[][4] = { { 1201, 701, RGB, 16 }, { 1100, 613, RGBA, 8 },
+                                    { 300001, 3, GRAY, 8 } };
+    for (size_t i = 0; i < sizeof large / sizeof *large; i++) {
+        png_spec s;
+        fill_spec(&s, large[i][0], large[i][1], large[i][2], large[i][3], 0, 0, 77 + i);
+        s.idat_max = 1 << 16;
+        size_t len, n;
+        unsigned char *buf = make_png(&s, &len);
+        char what[160];
+        snprintf(what, sizeof what, "large %s %d-bit %dx%d", color_name(s.color), s.depth, s.w,
+                 s.h);
+        same_as_libspng(what, buf, len);
+        unsigned char *d = with_after_idat(buf, len, NULL, 1, 1000, &n);
+        same_as_libspng("large, cut", d, n);
+        free(d);
+        d = malloc(len);
+        memcpy(d, buf, len);
+        d[len - 12 - 4 - 500] ^= 0x55;
+        fix_crcs(d, len);
+        same_as_libspng("large, changed near the end", d, len);
+        free(d);
+        free(buf);
+        free(s.samples);
+        files += 3;
+    }
+    CHECK(files > 1000, "only %d files", files);
+}
+
 int main(void)
 {
     RUN(test_layouts);
@@ -1616,5 +1839,6 @@ int main(void)
     RUN(test_meta_hostile);
     RUN(test_limits);
     RUN(test_threads);
+    RUN(test_same_as_libspng);
     return check_summary();
 }
