@@ -346,25 +346,36 @@ static int sniff(const unsigned char *buf, size_t len)
     return len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF;
 }
 
+/* The next marker from *at, walked as libjpeg walks a file (bytes between
+ * segments and fill bytes skipped, markers of no length stepped over: a
+ * stuffed byte, TEM, RSTn): 1 with *marker, *at then at its length field;
+ * 0 at the end of the file. */
+static int next_marker(const unsigned char *buf, size_t len, size_t *at, unsigned *marker)
+{
+    for (;;) {
+        while (*at < len && buf[*at] != 0xFF)
+            (*at)++;
+        while (*at < len && buf[*at] == 0xFF)
+            (*at)++;
+        if (*at >= len)
+            return 0;
+        *marker = buf[(*at)++];
+        if (!(*marker == 0x00 || *marker == 0x01 || (*marker >= 0xD0 && *marker <= 0xD7)))
+            return 1;
+    }
+}
+
 /* The first frame header (SOFn) before the first scan, found by walking
- * the segments as libjpeg does (bytes between segments and fill bytes
- * skipped), so that the image's size is judged before libjpeg reads
- * anything else: a file of a huge SOF and no scan is refused for its size.
- * 0 when there is none before SOS or EOI; libjpeg then says what is wrong. */
+ * the segments as libjpeg does (next_marker()), so that the image's size
+ * is judged before libjpeg reads anything else: a file of a huge SOF and
+ * no scan is refused for its size. 0 when there is none before SOS or
+ * EOI; libjpeg then says what is wrong. */
 static int find_frame(const unsigned char *buf, size_t len, unsigned *width, unsigned *height,
                       int *components)
 {
     size_t at = 2;  /* after SOI */
-    for (;;) {
-        while (at < len && buf[at] != 0xFF)
-            at++;
-        while (at < len && buf[at] == 0xFF)
-            at++;
-        if (at >= len)
-            return 0;
-        const unsigned marker = buf[at++];
-        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7))
-            continue;  /* a stuffed byte, TEM, RSTn: no length */
+    unsigned marker;
+    while (next_marker(buf, len, &at, &marker)) {
         if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA || len - at < 2)
             return 0;  /* SOI again, EOI, SOS, or the end */
         const size_t seg = (size_t)buf[at] << 8 | buf[at + 1];
@@ -382,6 +393,7 @@ static int find_frame(const unsigned char *buf, size_t len, unsigned *width, uns
             return 0;
         at += seg;
     }
+    return 0;
 }
 
 /* The components the file's scans code, counted as the scan limit counts
@@ -393,17 +405,9 @@ static int find_frame(const unsigned char *buf, size_t len, unsigned *width, uns
 static int count_component_scans(const unsigned char *buf, size_t len, int limit)
 {
     size_t at = 2;  /* after SOI */
+    unsigned marker;
     int count = 0;
-    while (count <= limit) {
-        while (at < len && buf[at] != 0xFF)
-            at++;
-        while (at < len && buf[at] == 0xFF)
-            at++;
-        if (at >= len)
-            break;
-        const unsigned marker = buf[at++];
-        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7))
-            continue;
+    while (count <= limit && next_marker(buf, len, &at, &marker)) {
         if (marker == 0xD8 || marker == 0xD9 || len - at < 2)
             break;
         const size_t seg = (size_t)buf[at] << 8 | buf[at + 1];
