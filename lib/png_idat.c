@@ -376,7 +376,8 @@ png_idat_error png_idat_read(png_idat *d, unsigned char *out, size_t stride, uin
         d->rows_given++;
         unsigned char *row = out + (size_t)i * stride;
         unfilter_row(d->filter, data, prev, row, row_bytes, d->l.filter_bpp);
-        d->filter = data[row_bytes];   /* the next row's (the last row's: unread) */
+        if (d->rows_given < d->l.height)   /* the last row has no next */
+            d->filter = data[row_bytes];
         if (d->l.sixteen && HOST_LITTLE_ENDIAN) {   /* the next row's filters need it as stored */
             memcpy(d->prev, row, row_bytes);
             swap16(row, row_bytes);
