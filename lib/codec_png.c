@@ -2139,7 +2139,7 @@ static int read_around(const unsigned char *buf, size_t len, size_t first_idat, 
     memcpy(s->ihdr, buf, 33);
     put32(s->ihdr + 16, 1);
     put32(s->ihdr + 20, 1);
-    put32(s->ihdr + 29, (uint32_t)libdeflate_crc32(0, s->ihdr + 12, 17));
+    put_chunk(s->ihdr + 8, "IHDR", 13);   /* its CRC again */
     /* One row of one pixel, zero (a palette has at least one entry). */
     unsigned char row[9] = { 0 };
     uLongf zlen = sizeof s->idat - 12;

@@ -30,6 +30,7 @@
  * height.
  */
 #include "png_idat.h"
+#include "codec.h"   /* gimg_be32 */
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -84,11 +85,6 @@ struct png_idat {
     png_idat_error err;    /* sticky */
 };
 
-static inline uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* ------------------------------------------------------------- inflating */
 
 /* Moves to the next IDAT chunk's payload when this one is spent: SHORT at
@@ -99,7 +95,7 @@ static png_idat_error next_chunk(png_idat *d)
         const size_t p = d->at + 4;   /* past the CRC */
         if (p > d->l.len || d->l.len - p < 12 || memcmp(d->l.buf + p + 4, "IDAT", 4) != 0)
             return PNG_IDAT_SHORT;
-        const uint32_t n = be32(d->l.buf + p);
+        const uint32_t n = gimg_be32(d->l.buf + p);
         if (d->l.len - p - 12 < n)
             return PNG_IDAT_SHORT;
         d->at = p + 8;
@@ -431,7 +427,7 @@ png_idat_error png_idat_open(const png_idat_layout *layout, png_idat **out)
     d->threaded = filtered >= THREAD_MIN_BYTES;
     d->nslots = !d->threaded ? 1 : d->filtered_row > SLOT_BYTES ? 2 : SLOTS_MAX;
     d->at = layout->first_idat + 8;
-    d->left = be32(layout->buf + layout->first_idat);
+    d->left = gimg_be32(layout->buf + layout->first_idat);
     png_idat_error e = PNG_IDAT_NOMEM;
     if (!(d->prev = calloc(1, layout->row_bytes)))
         goto fail;
