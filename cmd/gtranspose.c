@@ -11,6 +11,7 @@
  */
 #include "driver.h"
 #include "gimg_orient.h"
+#include "orient_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ static gimg_status bands_place(void *user, void *state, gimg_driver_item *item,
     const settings *s = user;
     band_state *b = state;
     if (b->spool)
-        return gimg_orient_spool_add(b->spool, band, y0);
+        return gimg_orient_spool_place(b->spool, band, y0, item->placer);
     gimg_orient_bands_add(&b->header, s->op, band, y0, &item->image[0]);
     return GIMG_OK;
 }
@@ -145,7 +146,8 @@ int main(int argc, char **argv)
     const gimg_driver driver = {
         .tool = TOOL,
         .transform = transform,
-        .bands = {.begin = bands_begin,
+        .bands = {.placed_band_bytes = GIMG_ORIENT_BAND_BYTES,
+                  .begin = bands_begin,
                   .spool_begin = bands_spool_begin,
                   .place = bands_place,
                   .next = bands_next,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ a worker */
@@ -264,6 +265,14 @@ static gimg_status start_reading(gimg_band_reader *b)
     return GIMG_OK;
 }
 
+gimg_status gimg_band_set_rows(gimg_band_reader *b, int rows)
+{
+    if (rows < 1 || b->next_row || b->buffer[0].data)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_set_rows: after the first band, or no rows");
+    b->band_rows = rows < b->layout.height ? rows : b->layout.height;
+    return GIMG_OK;
+}
+
 gimg_status gimg_band_next(gimg_band_reader *b, gimg_image *band, int *y0)
 {
     *y0 = b->next_row;
@@ -369,6 +378,12 @@ struct gimg_band_writer {
     worker behind;
     gimg_status write_st;  /* the worker's first failure */
     char why[512];
+    /* Placing (gimg_band_writer_block): the block the worker writes, and
+     * the pixels handed over. */
+    int placing;
+    gimg_image block;
+    int block_x0, block_y0;
+    uint64_t pixels_placed;
 };
 
 /* Encodes the rows of buf[k] and writes what they complete. */
@@ -380,10 +395,26 @@ static gimg_status encode_rows(gimg_band_writer *b, int k)
     return st || !len ? st : gimg_out_write(b->file, bytes, len);
 }
 
+/* Writes each row of the block handed over at its place. */
+static gimg_status place_block(gimg_band_writer *b)
+{
+    gimg_status st = GIMG_OK;
+    for (int y = 0; y < b->block.height && !st; y++) {
+        const unsigned char *bytes;
+        size_t len;
+        uint64_t at;
+        if (!(st = b->codec->wrows_place(b->rows, &b->block, b->block_x0, b->block_y0, y, &bytes,
+                                         &len, &at)))
+            st = gimg_out_pwrite(b->file, bytes, len, at);
+    }
+    return st;
+}
+
 static void write_behind(void *arg)
 {
     gimg_band_writer *b = arg;
-    if (!b->write_st && (b->write_st = encode_rows(b, 1 - b->slot)))
+    if (!b->write_st &&
+        (b->write_st = b->placing ? place_block(b) : encode_rows(b, 1 - b->slot)))
         snprintf(b->why, sizeof b->why, "%s", gimg_last_error());
 }
 
@@ -480,6 +511,8 @@ gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
                                        "past the image's rows");
     if (band->height < 1)
         return GIMG_OK;
+    if (b->placing)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_rows: rows after blocks");
     if (!b->file && (st = start_writing(b, band->maxval)))
         return st;
     if (band->maxval != b->layout.maxval)
@@ -498,13 +531,75 @@ gimg_status gimg_band_writer_rows(gimg_band_writer *b, const gimg_image *band)
     return GIMG_OK;
 }
 
+int gimg_band_writer_places(const gimg_band_writer *b)
+{
+    struct stat s;
+    return b && b->codec->wrows_place && !b->rows_written &&
+           (stat(b->path, &s) != 0 || S_ISREG(s.st_mode));
+}
+
+gimg_status gimg_band_writer_block(gimg_band_writer *b, const gimg_image *block, int x0, int y0)
+{
+    gimg_status st;
+    if (!(b->placing || gimg_band_writer_places(b)) || block->channels != b->layout.channels ||
+        block->sample != b->layout.sample || x0 < 0 || y0 < 0 ||
+        block->width > b->layout.width - x0 || block->height > b->layout.height - y0)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_block: not a file that takes blocks, "
+                                       "or a block of another layout or outside the image");
+    if (block->width < 1 || block->height < 1)
+        return GIMG_OK;
+    if (!b->file && (st = start_writing(b, block->maxval)))
+        return st;
+    if (block->maxval != b->layout.maxval)
+        return gimg_fail(GIMG_E_USAGE, "gimg_band_writer_block: blocks of another maxval");
+    if (!b->placing) {
+        /* The file's room first, its size the end of its last pixel: the
+         * file system then has no holes to fill (ext4 zeroed each write's
+         * partial blocks anew in a file grown by writes placed out of
+         * order: 2 KB writes over a 16384^2 RGB image took 3.3 s, 1.2 s
+         * into the room reserved). */
+        gimg_image last = *block;
+        const unsigned char *bytes;
+        size_t len;
+        uint64_t at;
+        last.width = last.height = 1;
+        if ((st = b->codec->wrows_place(b->rows, &last, b->layout.width - 1,
+                                        b->layout.height - 1, 0, &bytes, &len, &at)) ||
+            (st = gimg_out_reserve(b->file, at + len)))
+            return st;
+    }
+    if ((st = wait_written(b)))
+        return st;
+    b->placing = 1;
+    b->block = *block;
+    b->block.meta = NULL;
+    b->block_x0 = x0;
+    b->block_y0 = y0;
+    b->pixels_placed += (uint64_t)block->width * (uint64_t)block->height;
+    if (!b->behind.running)
+        return place_block(b);
+    worker_give(&b->behind);
+    return GIMG_OK;
+}
+
+void gimg_band_writer_sync(gimg_band_writer *b)
+{
+    if (b)
+        worker_wait(&b->behind);
+}
+
 gimg_status gimg_band_writer_close(gimg_band_writer *b, int commit)
 {
     if (!b)
         return GIMG_OK;
     gimg_status st = wait_written(b);
     worker_stop(&b->behind);
-    if (!st && commit && b->rows_written != b->layout.height)
+    const uint64_t pixels = (uint64_t)b->layout.width * (uint64_t)b->layout.height;
+    if (!st && commit && b->placing && b->pixels_placed != pixels)
+        st = gimg_fail(GIMG_E_USAGE, "gimg_band_writer_close: %llu of the image's %llu pixels "
+                                     "were placed", (unsigned long long)b->pixels_placed,
+                                     (unsigned long long)pixels);
+    if (!st && commit && !b->placing && b->rows_written != b->layout.height)
         st = gimg_fail(GIMG_E_USAGE, "gimg_band_writer_close: %d of the image's %d rows were "
                                      "written", b->rows_written, b->layout.height);
     if (b->file) {

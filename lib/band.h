@@ -62,6 +62,9 @@ typedef struct gimg_band_reader gimg_band_reader;
 gimg_status gimg_band_open(const unsigned char *buf, size_t len, int mapped,
                            const gimg_read_opts *o, int rows, gimg_image *header,
                            gimg_band_reader **r);
+/* Before the first band: bands of `rows` rows (>= 1) from then on, for a
+ * caller that finds, once its output is known, that larger bands pay. */
+gimg_status gimg_band_set_rows(gimg_band_reader *r, int rows);
 /* The next band: *band holds rows [*y0, *y0 + band->height) of the image
  * (a view, valid until the next call; band->meta NULL); band->height is 0
  * after the last band. Errors as decoding's; then only close. */
@@ -99,5 +102,23 @@ gimg_status gimg_band_writer_open(const char *path, const gimg_image *layout, in
                                   const gimg_write_opts *o, gimg_band_writer **w);
 gimg_status gimg_band_writer_rows(gimg_band_writer *w, const gimg_image *band);
 gimg_status gimg_band_writer_close(gimg_band_writer *w, int commit);
+
+/*
+ * Or placed: an output whose rows do not come in order (a rotation's
+ * columns, a flip's rows from the bottom) written in blocks, each where
+ * it goes, where the format stores every pixel at a fixed place (codec.h's
+ * wrows_place: PNM, PAM) and the output is a file of its own (not a
+ * device, a FIFO or standard output): places says whether w can. block
+ * holds the image's pixels [x0, x0 + block->width) of rows [y0, y0 +
+ * block->height); the blocks, of the image's layout and maxval, must
+ * cover it once. A block is not copied: a thread of the writer's writes
+ * it while the caller computes the next, and reads it until the next
+ * call of block, or sync, which waits for it (a failure comes with the
+ * next call, or close), or close. Rows and blocks are not mixed: a writer that has had rows does
+ * not place. close commits the file when every pixel was placed.
+ */
+int gimg_band_writer_places(const gimg_band_writer *w);
+gimg_status gimg_band_writer_block(gimg_band_writer *w, const gimg_image *block, int x0, int y0);
+void gimg_band_writer_sync(gimg_band_writer *w);
 
 #endif

@@ -108,6 +108,16 @@ typedef struct gimg_codec {
                               const unsigned char **bytes, size_t *len);
     gimg_status (*wrows_put)(void *rows, const gimg_image *band, const unsigned char **bytes,
                              size_t *len);
+    /* Optional, with the row writer, for a format that stores each pixel
+     * at a fixed place after its first bytes (PNM, PAM), so that blocks
+     * of the image may be written out of order (band.h's
+     * gimg_band_writer_block; no wrows_put then): the bytes of row y of
+     * block, which holds the image's pixels [x0, x0 + block->width) of
+     * rows [y0, y0 + block->height), as the file holds them (*bytes,
+     * *len: the block's own where they are already, else the state's,
+     * valid until its next call), and where they go in the file (*at). */
+    gimg_status (*wrows_place)(void *rows, const gimg_image *block, int x0, int y0, int y,
+                               const unsigned char **bytes, size_t *len, uint64_t *at);
     void (*wrows_close)(void *rows);
 } gimg_codec;
 

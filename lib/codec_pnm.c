@@ -925,13 +925,15 @@ static gimg_status encode_pfm(const gimg_image *im, const gimg_write_opts *o, un
 
 /* PNM and PAM written band by band (codec.h's wrows_*): the header, then
  * the rows as the file holds them, which are an 8-bit band's own rows
- * where they lie packed. PFM, which stores the bottom row first, has no
- * row writer. */
+ * where they lie packed; or in blocks, each row of a block at its place
+ * (wrows_place). PFM, which stores the bottom row first, has no row
+ * writer. */
 typedef struct {
     gimg_image layout;     /* size, channels, sample, maxval (no data) */
     size_t row_bytes;      /* a row as the file holds it */
     int rows_left;
     char head[GIMG_PNM_HEADER_MAX];
+    size_t head_len;
     unsigned char *buf;    /* rows of a band, as the file holds them */
     size_t cap;
 } pnm_writer;
@@ -948,6 +950,7 @@ static gimg_status wrows_open_netpbm(const gimg_image *layout, gimg_format f, vo
     w->layout.meta = NULL;
     w->rows_left = layout->height;
     gimg_status st = gimg_pnm_header(layout, f, w->head, sizeof w->head, len);
+    w->head_len = *len;
     if (!st && !(w->row_bytes = gimg_pnm_row_bytes(layout)))
         st = gimg_fail(GIMG_E_LIMIT, "image too large to encode");
     if (st) {
@@ -969,6 +972,19 @@ static gimg_status wrows_open_pam(const gimg_image *layout, const gimg_write_opt
     return wrows_open_netpbm(layout, GIMG_FMT_PAM, rows, bytes, len);
 }
 
+static gimg_status grow_buf(pnm_writer *w, size_t len)
+{
+    if (len <= w->cap)
+        return GIMG_OK;
+    free(w->buf);
+    if (!(w->buf = malloc(len))) {
+        w->cap = 0;
+        return gimg_fail(GIMG_E_NOMEM, "out of memory");
+    }
+    w->cap = len;
+    return GIMG_OK;
+}
+
 static gimg_status wrows_put_netpbm(void *rows, const gimg_image *band,
                                     const unsigned char **bytes, size_t *len)
 {
@@ -984,18 +1000,40 @@ static gimg_status wrows_put_netpbm(void *rows, const gimg_image *band,
         *bytes = band->data;   /* the file's bytes already */
         return GIMG_OK;
     }
-    if (*len > w->cap) {
-        free(w->buf);
-        if (!(w->buf = malloc(*len))) {
-            w->cap = 0;
-            return gimg_fail(GIMG_E_NOMEM, "out of memory");
-        }
-        w->cap = *len;
-    }
+    gimg_status st = grow_buf(w, *len);
+    if (st)
+        return st;
     for (int y = 0; y < band->height; y++)
         gimg_pnm_encode_row(band, y, w->buf + (size_t)y * w->row_bytes);
     *bytes = w->buf;
     return GIMG_OK;
+}
+
+/* A pixel's place: the header, then the rows as the file holds them. */
+static gimg_status wrows_place_netpbm(void *rows, const gimg_image *block, int x0, int y0,
+                                      int y, const unsigned char **bytes, size_t *len,
+                                      uint64_t *at)
+{
+    pnm_writer *w = rows;
+    if (block->channels != w->layout.channels || block->sample != w->layout.sample ||
+        block->maxval != w->layout.maxval || x0 < 0 || y0 < 0 || y < 0 ||
+        y >= block->height || block->width > w->layout.width - x0 ||
+        block->height > w->layout.height - y0)
+        return gimg_fail(GIMG_E_USAGE, "PNM writer: a block of another layout, or outside "
+                                       "the image");
+    const size_t pixel_bytes = w->row_bytes / (size_t)w->layout.width;
+    *len = (size_t)block->width * pixel_bytes;
+    *at = w->head_len + (uint64_t)(y0 + y) * w->row_bytes + (uint64_t)x0 * pixel_bytes;
+    if (block->sample == GIMG_U8) {
+        *bytes = gimg_row(block, y);   /* the file's bytes already */
+        return GIMG_OK;
+    }
+    gimg_status st = grow_buf(w, *len);
+    if (!st) {
+        gimg_pnm_encode_row(block, y, w->buf);
+        *bytes = w->buf;
+    }
+    return st;
 }
 
 static void wrows_close_netpbm(void *rows)
@@ -1024,6 +1062,7 @@ const gimg_codec gimg_codec_pnm = {
     .maxval_rule = GIMG_MAXVAL_ANY,
     .wrows_open = wrows_open_pnm,
     .wrows_put = wrows_put_netpbm,
+    .wrows_place = wrows_place_netpbm,
     .wrows_close = wrows_close_netpbm,
 };
 const gimg_codec gimg_codec_pam = {
@@ -1042,6 +1081,7 @@ const gimg_codec gimg_codec_pam = {
     .maxval_rule = GIMG_MAXVAL_ANY,
     .wrows_open = wrows_open_pam,
     .wrows_put = wrows_put_netpbm,
+    .wrows_place = wrows_place_netpbm,
     .wrows_close = wrows_close_netpbm,
 };
 const gimg_codec gimg_codec_pfm = {

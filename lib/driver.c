@@ -508,6 +508,22 @@ static gimg_status spool_out(job *j, item *it, gimg_band_writer *w, void *state,
     return st;
 }
 
+/* Bands of the driver's placed_band_bytes for an output placed (within
+ * the memory budget's share), where that is more rows than *rows. */
+static gimg_status place_in_larger_bands(const gimg_driver *d, const gimg_image *header,
+                                         gimg_band_reader *r, int *rows)
+{
+    uint64_t bytes = gimg_max_memory() / GIMG_BAND_SHARE;
+    if (bytes > d->bands.placed_band_bytes)
+        bytes = d->bands.placed_band_bytes;
+    const uint64_t row_bytes = (uint64_t)header->width * gimg_pixel_bytes(header);
+    const uint64_t want = bytes / row_bytes;
+    if (want <= (uint64_t)*rows)
+        return GIMG_OK;
+    *rows = want < (uint64_t)header->height ? (int)want : header->height;
+    return gimg_band_set_rows(r, *rows);
+}
+
 /* The job of a kept file read in bands (band.h): a report's, or a
  * transform's with its output written as the rows come (band.h) or
  * assembled; or, where the file's codec or the tool's settings cannot,
@@ -537,6 +553,9 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
                                     &spooled, &state)) &&
         state) {
         st = gimg_band_writer_open(it->info.output[0], &spooled, 1, &it->info.write[0], &w);
+        it->info.placer = gimg_band_writer_places(w) ? w : NULL;
+        if (it->info.placer && d->bands.placed_band_bytes && !j->c->band_rows)
+            st = place_in_larger_bands(d, &header, r, &it->band_rows);
         if (!w) {
             d->bands.end(d->user, state, &it->info, NULL);
             state = NULL;
@@ -612,12 +631,15 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
     }
     if (j->c->verbose)
         fprintf(stderr, "%s: %s: read in %d bands of %d rows%s\n", d->tool, it->name, n_bands,
-                it->band_rows, !d->transform ? "" : w ? ", written as they came" : "");
+                it->band_rows,
+                !d->transform ? "" : it->info.placer ? ", written where they go"
+                                  : w ? ", written as they came" : "");
     if (state) {
         gimg_status end = d->bands.end(d->user, state, &it->info, st || d->transform ? NULL : out);
         st = st ? st : end;
     }
     double t = gimg_now_ms();
+    it->info.placer = NULL;
     gimg_status closed = gimg_band_writer_close(w, !st);
     write_ms += gimg_now_ms() - t;
     gimg_meta_free(spooled.meta);

@@ -79,6 +79,11 @@ typedef struct {
     const char *output[GIMG_DRIVER_IMAGES];
     gimg_image image[GIMG_DRIVER_IMAGES];
     gimg_write_opts write[GIMG_DRIVER_IMAGES];
+    /* A spooled output (gimg_driver_bands' spool_begin) that takes blocks
+     * at their places (band.h's gimg_band_writer_places): place may write
+     * its bands there, with gimg_band_writer_block, instead of keeping
+     * them; next then gives only rows that were not placed. NULL: not so. */
+    struct gimg_band_writer *placer;
 } gimg_driver_item;
 
 /* Optional: an image read in bands (band.h: one of more pixels than the
@@ -113,6 +118,11 @@ typedef struct {
  * device ctx chooses for the whole image (a transform's). */
 typedef struct {
     int on_gpu;
+    /* Optional: the bands' bytes where the output is placed (item's
+     * placer), when larger than the default band's pay (gtranspose's
+     * rotations: fewer, longer writes a row); unless --band-rows is
+     * given, at most the memory budget / GIMG_BAND_SHARE. */
+    size_t placed_band_bytes;
     gimg_status (*begin)(void *user, gimg_ctx *ctx, gimg_driver_item *item,
                          const gimg_image *header, void **state);
     gimg_status (*add)(void *user, void *state, const gimg_image *band, int y0);

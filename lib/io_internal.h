@@ -130,6 +130,13 @@ int gimg_io_maxval_kept(const gimg_image *im, int rule);
 typedef struct gimg_out_file gimg_out_file;
 gimg_status gimg_out_open(const char *path, gimg_out_file **f);
 gimg_status gimg_out_write(gimg_out_file *f, const void *buf, size_t len);
+/* len bytes at offset at (an output that is a file of its own: not a
+ * device, a FIFO or standard output). */
+gimg_status gimg_out_pwrite(gimg_out_file *f, const void *buf, size_t len, uint64_t at);
+/* Room for bytes in f (not a device, a FIFO or standard output), its
+ * size from then on: GIMG_E_IO where the file system has none. Where it
+ * cannot reserve (no fallocate), GIMG_OK: writing will tell. */
+gimg_status gimg_out_reserve(gimg_out_file *f, uint64_t bytes);
 gimg_status gimg_out_commit(gimg_out_file *f);
 void gimg_out_abort(gimg_out_file *f);
 

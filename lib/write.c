@@ -535,11 +535,12 @@ void gimg_install_signal_cleanup(void)
 
 /* ------------------------------------------------------------- writing */
 
-static gimg_status write_all(int fd, const unsigned char *buf, size_t len)
+/* All of buf, at offset at (< 0: at the file's position). */
+static gimg_status write_all(int fd, const unsigned char *buf, size_t len, int64_t at)
 {
     while (len > 0) {
         size_t chunk = len > ((size_t)1 << 30) ? (size_t)1 << 30 : len;
-        ssize_t w = write(fd, buf, chunk);
+        ssize_t w = at < 0 ? write(fd, buf, chunk) : pwrite(fd, buf, chunk, (off_t)at);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -547,6 +548,7 @@ static gimg_status write_all(int fd, const unsigned char *buf, size_t len)
         }
         buf += w;
         len -= (size_t)w;
+        at += at < 0 ? 0 : w;
     }
     return GIMG_OK;
 }
@@ -707,7 +709,27 @@ gimg_status gimg_out_open(const char *path, gimg_out_file **out)
 
 gimg_status gimg_out_write(gimg_out_file *f, const void *buf, size_t len)
 {
-    return write_all(f->fd, buf, len);
+    return write_all(f->fd, buf, len, -1);
+}
+
+gimg_status gimg_out_pwrite(gimg_out_file *f, const void *buf, size_t len, uint64_t at)
+{
+    if (f->slot < 0 || at > (uint64_t)INT64_MAX - len)
+        return gimg_fail(GIMG_E_USAGE, "gimg_out_pwrite: not a file of its own, or past its end");
+    return write_all(f->fd, buf, len, (int64_t)at);
+}
+
+gimg_status gimg_out_reserve(gimg_out_file *f, uint64_t bytes)
+{
+    if (f->slot < 0 || bytes > (uint64_t)INT64_MAX)
+        return gimg_fail(GIMG_E_USAGE, "gimg_out_reserve: not a file of its own, or too large");
+    int e = fallocate(f->fd, 0, 0, (off_t)bytes) ? errno : 0;
+    if (e == ENOSPC || e == EFBIG || e == EDQUOT) {
+        char need[32];
+        gimg_format_bytes(bytes, need, sizeof need);
+        return gimg_fail(GIMG_E_IO, "no room for the output's %s: %s", need, strerror(e));
+    }
+    return GIMG_OK;
 }
 
 gimg_status gimg_out_commit(gimg_out_file *f)

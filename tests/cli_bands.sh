@@ -241,9 +241,10 @@ for f in cut-rgb8.ppm cut-rgb8.png cut-rgb.jpg; do
 done
 result gconv-cut-short "$why"
 
-# gtranspose: every symmetry, the output spooled through a temporary file
-# and written as its rows come (PAM, PNG; a PFM output assembled from the
-# bands), the same file as whole; --op auto read whole.
+# gtranspose: every symmetry, the same file as whole: a PAM output written
+# where each band goes, a PNG output spooled
+# through a temporary file and written as its rows come, a PFM output
+# assembled from the bands; --op auto read whole.
 GT=$BIN/gtranspose
 why=""
 for f in rgb8.ppm gray16.pgm rgba16.png rgb.jpg rgb16.tif rgbf.pfm; do
@@ -260,8 +261,13 @@ for f in rgb8.ppm gray16.pgm rgba16.png rgb.jpg rgb16.tif rgbf.pfm; do
                 ! grep -q 'read in' err.txt || { why="$f --op $op read in bands"; break 3; }
             elif [ "$rows" -lt "$h" ]; then
                 grep -q 'read in' err.txt || { why="$f $op not read in bands"; break 3; }
-                [ $out = pfm ] || grep -q 'written as they came$' err.txt ||
-                    { why="$f $op --band-rows $rows: not written as they came"; break 3; }
+                case $out:$op in
+                pfm:*) how="" ;;
+                png:*) how="written as they came" ;;
+                *) how="written where they go" ;;
+                esac
+                [ -z "$how" ] || grep -q "$how\$" err.txt ||
+                    { why="$f $op --band-rows $rows: not $how"; break 3; }
             fi
         done
     done
@@ -270,17 +276,63 @@ result gtranspose-every-op "$why"
 
 # The temporary file: unlinked from the start (nothing left in TMPDIR);
 # where it cannot be made, exit 1, "tool: file: cannot make a temporary
-# file in DIR", no output.
+# file in DIR", no output. An output written where its bands go needs none.
 why=""
 mkdir -p spool
-TMPDIR=$PWD/spool "$GT" --device cpu --band-rows 7 --op rot270 rgb8.ppm out.ppm || why="exit $?"
+TMPDIR=$PWD/spool "$GT" --device cpu --band-rows 7 --op rot270 rgb8.ppm out.png || why="exit $?"
 [ -z "$why" ] && [ -n "$(ls -A spool)" ] && why="left $(ls -A spool | tr '\n' ' ')"
 result gtranspose-spool-left-nothing "$why"
+why=""
+rm -rf placed && mkdir -p placed
+TMPDIR=$PWD/no-such-folder "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm placed/out.ppm ||
+    why="exit $?"
+[ -z "$why" ] && { "$GT" --device cpu --op rot90 rgb8.ppm whole.ppm && cmp -s placed/out.ppm whole.ppm ||
+    why="not the whole image's bytes"; }
+[ -z "$why" ] && [ "$(ls -A placed)" != out.ppm ] && why="placed/ holds $(ls -A placed | tr '\n' ' ')"
+result gtranspose-placed-no-spool "$why"
 mkdir -p e
 TMPDIR=$PWD/no-such-folder TOOL=gtranspose expect_fail gtranspose-spool-no-folder 1 e -- \
-    "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm e/out.ppm
+    "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm e/out.png
 grep -q "^gtranspose: rgb8.ppm: cannot make a temporary file in $PWD/no-such-folder: " stderr.txt ||
     fail gtranspose-spool-no-folder-message "$(head -c 300 stderr.txt)"
+
+# Where the output is not a file of its own (a FIFO), the bands are
+# spooled and written as their rows come: the same bytes. A cut input
+# placed part of the way: exit 1, the same message as whole, no output
+# file, no temporary.
+why=""
+if mkfifo fifo.ppm 2>/dev/null; then
+    cat fifo.ppm >from-fifo.ppm &
+    "$GT" --device cpu -v --band-rows 7 --op transverse rgb8.ppm fifo.ppm 2>err.txt || why="exit $?"
+    wait
+    rm -f fifo.ppm
+    [ -z "$why" ] && { grep -q 'written as they came$' err.txt ||
+        why="stderr: $(tr '\n' '|' <err.txt | head -c 300)"; }
+    [ -z "$why" ] && { "$GT" --device cpu --op transverse rgb8.ppm whole.ppm &&
+        cmp -s from-fifo.ppm whole.ppm || why="not the whole image's bytes"; }
+    result gtranspose-fifo-spooled "$why"
+else
+    skip gtranspose-fifo-spooled "no mkfifo"
+fi
+why=""
+rm -rf outdir && mkdir -p outdir
+for f in cut-rgb8.ppm cut-rgb8.png; do
+    for op in rot90 flip; do
+        "$GT" --device cpu --op $op $f outdir/x.ppm 2>whole.err
+        rc_whole=$?
+        "$GT" --device cpu --band-rows 5 --op $op $f outdir/x.ppm 2>bands.err
+        rc_bands=$?
+        if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
+            why="$f $op: exit $rc_whole whole, $rc_bands in bands"
+        elif ! cmp -s whole.err bands.err; then
+            why="$f $op: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
+        elif [ -n "$(ls -A outdir)" ]; then
+            why="$f $op: left $(ls -A outdir | tr '\n' ' ')"
+        fi
+        [ -n "$why" ] && break 2
+    done
+done
+result gtranspose-placed-cut-short "$why"
 
 # Over the default threshold (64 MP: 8192 x 8193 gray), bands without
 # --band-rows; the same report as read whole (--band-rows past its height).

@@ -16,12 +16,16 @@
  */
 #include "gimg.h"
 #include "gimg_orient.h"
+#include "orient_internal.h"
+#include "band.h"
 #include "codec.h"
 #include "testimg.h"
 #include "check.h"
+#include "testfile.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static gimg_ctx *g_cpu;
 
@@ -428,7 +432,7 @@ static void spooled_equal(const gimg_image *im, gimg_orient_op op, int rows,
            layout.channels == whole->channels && layout.sample == whole->sample &&
            layout.maxval == whole->maxval && !layout.data && layout.meta &&
            layout.meta->orientation == whole->meta->orientation;
-    const size_t bytes = (size_t)whole->width * gimg_pixel_bytes(whole);
+    const size_t row_bytes = (size_t)whole->width * gimg_pixel_bytes(whole);
     gimg_status st = GIMG_OK;
     for (int y = 0; !st && same && y < im->height; y += rows) {
         gimg_image band = *im;
@@ -442,7 +446,7 @@ static void spooled_equal(const gimg_image *im, gimg_orient_op op, int rows,
                    out.width == whole->width && out.maxval == whole->maxval &&
                    y0 + out.height <= whole->height;
             for (int i = 0; same && i < out.height; i++)
-                same = !memcmp(gimg_row(&out, i), gimg_row(whole, y0 + i), bytes);
+                same = !memcmp(gimg_row(&out, i), gimg_row(whole, y0 + i), row_bytes);
             next += out.height;
         }
     }
@@ -451,6 +455,64 @@ static void spooled_equal(const gimg_image *im, gimg_orient_op op, int rows,
           st ? gimg_last_error() : same ? "" : "differs", next, whole->height);
     gimg_meta_free(layout.meta);
     gimg_orient_spool_free(s);
+}
+
+/* The same, each band placed straight into a PAM file (gimg_orient_spool_place,
+ * band.h's gimg_band_writer_block), in blocks of a few columns (the memory
+ * budget made small: several blocks, bands wider than the rest of one),
+ * gives the file gimg_write gives for whole; next gives no rows. Floats
+ * are not placed: PAM converts them. */
+static char g_dir[64];
+static void placed_equal(const gimg_image *im, gimg_orient_op op, int rows,
+                         const gimg_image *whole)
+{
+    if (im->sample == GIMG_F32)
+        return;
+    char whole_path[128], bands_path[128];
+    snprintf(whole_path, sizeof whole_path, "%s/whole.pam", g_dir);
+    snprintf(bands_path, sizeof bands_path, "%s/bands.pam", g_dir);
+    gimg_write_opts opts;
+    gimg_write_opts_init(&opts);
+    gimg_orient_spool *s = NULL;
+    gimg_band_writer *w = NULL;
+    gimg_image layout = {0}, out;
+    int y0, no_rows = 1;
+    const uint64_t budget = gimg_max_memory();
+    gimg_status st = gimg_write(whole_path, whole, &opts);
+    /* A block: two bands' bytes (budget / GIMG_BAND_SHARE), or 8 KiB. */
+    const uint64_t band_bytes = (uint64_t)(rows < im->height ? rows : im->height) *
+                                (uint64_t)im->width * gimg_pixel_bytes(im);
+    gimg_set_max_memory(band_bytes * 2 * GIMG_BAND_SHARE > (64 << 10)
+                            ? band_bytes * 2 * GIMG_BAND_SHARE : (64 << 10));
+    if (!st)
+        st = gimg_orient_spool_begin(im, op, rows, &layout, &s);
+    if (!st)
+        st = gimg_band_writer_open(bands_path, &layout, 1, &opts, &w);
+    CHECK(st || (w && gimg_band_writer_places(w)), "no writer that places");
+    for (int y = 0; !st && w && y < im->height; y += rows) {
+        gimg_image band = *im;
+        band.meta = NULL;
+        band.data = (unsigned char *)gimg_row(im, y);
+        band.height = im->height - y < rows ? im->height - y : rows;
+        if (!(st = gimg_orient_spool_place(s, &band, y, w)) &&
+            !(st = gimg_orient_spool_next(s, &out, &y0)))
+            no_rows &= out.height == 0;
+    }
+    gimg_orient_spool_free(s);
+    gimg_status closed = gimg_band_writer_close(w, !st);
+    st = st ? st : closed;
+    gimg_set_max_memory(budget);
+    size_t a_len = 0, b_len = 0;
+    unsigned char *a = st ? NULL : slurp(whole_path, &a_len);
+    unsigned char *b = st ? NULL : slurp(bands_path, &b_len);
+    CHECK(!st && no_rows && a && b && a_len == b_len && !memcmp(a, b, a_len),
+          "%s of %dx%d c%d placed in bands of %d rows: %s", gimg_orient_name(op), im->width,
+          im->height, im->channels, rows, st ? gimg_last_error() : "differs");
+    free(a);
+    free(b);
+    gimg_meta_free(layout.meta);
+    unlink(whole_path);
+    unlink(bands_path);
 }
 
 /* Every symmetry but auto, band by band (gimg_orient_bands_*, and spooled
@@ -492,7 +554,7 @@ static void test_spool_no_room(void)
 
 static void test_bands(void)
 {
-    static const int sizes[][2] = {{1, 1}, {37, 1}, {1, 29}, {17, 9}, {61, 40}};
+    static const int sizes[][2] = {{1, 1}, {37, 1}, {1, 29}, {17, 9}, {61, 40}, {301, 203}};
     static const struct { int c; gimg_sample s; } layouts[] = {
         {1, GIMG_U8}, {3, GIMG_U8}, {2, GIMG_U16}, {4, GIMG_U16}, {3, GIMG_F32}};
     static const gimg_orient_op ops[] = {GIMG_ORIENT_TRANSPOSE, GIMG_ORIENT_TRANSVERSE,
@@ -534,13 +596,14 @@ static void test_bands(void)
                     int same = out.width == whole.width && out.height == whole.height &&
                                out.maxval == whole.maxval &&
                                out.meta->orientation == whole.meta->orientation;
-                    const size_t bytes = (size_t)out.width * gimg_pixel_bytes(&out);
+                    const size_t row_bytes = (size_t)out.width * gimg_pixel_bytes(&out);
                     for (int y = 0; same && y < out.height; y++)
-                        same = !memcmp(gimg_row(&out, y), gimg_row(&whole, y), bytes);
+                        same = !memcmp(gimg_row(&out, y), gimg_row(&whole, y), row_bytes);
                     CHECK(same, "%s of %dx%d c%d, bands of %d rows", gimg_orient_name(ops[o]),
                           im.width, im.height, im.channels, rows[r]);
                     gimg_image_free(&out);
                     spooled_equal(&im, ops[o], rows[r], &whole);
+                    placed_equal(&im, ops[o], rows[r], &whole);
                 }
                 gimg_image_free(&whole);
             }
@@ -564,8 +627,15 @@ int main(void)
     RUN(test_other_ops_keep_orientation);
     RUN(test_auto_nothing_to_do);
     RUN(test_auto_padded_rows);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/unit_orient-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     RUN(test_bands);
     RUN(test_spool_no_room);
+    rmdir(g_dir);
     gimg_ctx_close(g_cpu);
     return check_summary();
 }

@@ -8,6 +8,7 @@
 # Sizes: LARGE_SIZES (default "4096 16384"; 32768 only when asked: its RGB
 # PPM is 3.2 GB, and each run takes minutes).
 # Formats: LARGE_FORMATS (default "ppm png"), input and output alike.
+# Commands: LARGE_COMMANDS (default "gstats ghist gconv gtranspose").
 # Input, per size: an RGB 8-bit photo-like image, made once by the project's
 # tools as tests/bench/photo.sh's fallback does: seeded noise
 # ($BUILD/tests/gen) blurred by gconv -k gaussian:6 with its contrast
@@ -47,7 +48,7 @@ BIN=${BIN:-bin}
 BUILD=${BUILD:-build}
 SIZES=${LARGE_SIZES:-4096 16384}
 FORMATS=${LARGE_FORMATS:-ppm png}
-COMMANDS="gstats ghist gconv gtranspose"
+COMMANDS=${LARGE_COMMANDS:-gstats ghist gconv gtranspose}
 
 if ! command -v vips >/dev/null; then
     echo "bench-large: vips not installed: skipped"
@@ -63,6 +64,13 @@ done
 for f in $FORMATS; do
     case $f in ppm | png) ;; *)
         echo "bench-large: LARGE_FORMATS: '$f' is not ppm or png" >&2
+        exit 2
+        ;;
+    esac
+done
+for c in $COMMANDS; do
+    case $c in gstats | ghist | gconv | gtranspose) ;; *)
+        echo "bench-large: LARGE_COMMANDS: '$c' is not gstats, ghist, gconv or gtranspose" >&2
         exit 2
         ;;
     esac
