@@ -369,7 +369,7 @@ static void check_written(const char *what, const gimg_image *im, const char *ex
 
 /* The row writers (codec.h's wrows_*, through gimg_band_writer): PNG at
  * every layout and level, with an sBIT and with metadata, over several of
- * its 4 MiB segments (noise, which the entropy coder takes, and flat
+ * its 2 MiB segments (noise, which the entropy coder takes, and flat
  * stretches, which LZ takes); PNM and PAM of 8 and 16 bits. What the
  * writer declines: PFM, a float PNG, alpha in a PNM, a maxval a PNG
  * rescales, standard output, a PNG whose metadata is not complete. */
@@ -411,7 +411,7 @@ static void test_written(void)
                 gimg_image_free(&im);
             }
 
-    /* 1500 x 1500 RGB: 6.75 MB of filtered rows, two segments; the top
+    /* 1500 x 1500 RGB: 6.75 MB of filtered rows, four segments; the top
      * half noise, the bottom half flat bars, at levels 0, 1, 6 and 9;
      * RGBA 16-bit with metadata. */
     gimg_image big;
