@@ -5,7 +5,8 @@
 # of any height (--band-rows 1, awkward, the height - 1; the height reads
 # it whole), for every format with a row decoder and every layout; gconv's
 # outputs written as they come (PNM, PAM) or assembled (the other formats,
-# and standard output), gtranspose's assembled, every symmetry; -v says an
+# and standard output), gtranspose's placed where each band goes (PNM, PAM
+# files), spooled (PNG, a FIFO) or assembled, every symmetry; -v says an
 # image was read in bands; a file cut short is refused in bands as it is
 # whole (same message, exit 1, no report, no output file, no temporary);
 # settings that need the whole image (compare mode, float order
