@@ -222,21 +222,29 @@ why=""
 result gconv-wrap-whole "$why"
 
 # A cut input: exit 1, the same message, no output file, no temporary.
+# same_refusal LABEL TOOL ARGS...: TOOL ARGS (a cut input, an output in
+# outdir/) fails whole and in bands of 5 rows alike, leaving outdir empty;
+# else why says how.
+same_refusal() {
+    local label=$1 tool=$2 rc_whole rc_bands
+    shift 2
+    "$tool" --device cpu "$@" 2>whole.err
+    rc_whole=$?
+    "$tool" --device cpu --band-rows 5 "$@" 2>bands.err
+    rc_bands=$?
+    if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
+        why="$label: exit $rc_whole whole, $rc_bands in bands"
+    elif ! cmp -s whole.err bands.err; then
+        why="$label: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
+    elif [ -n "$(ls -A outdir)" ]; then
+        why="$label: left $(ls -A outdir | tr '\n' ' ')"
+    fi
+}
 why=""
 mkdir -p outdir
 for f in cut-rgb8.ppm cut-rgb8.png cut-rgb.jpg; do
     for out in pam png; do
-        "$GC" --device cpu -k gaussian:1 "$f" "outdir/x.$out" 2>whole.err
-        rc_whole=$?
-        "$GC" --device cpu --band-rows 5 -k gaussian:1 "$f" "outdir/x.$out" 2>bands.err
-        rc_bands=$?
-        if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
-            why="$f -> $out: exit $rc_whole whole, $rc_bands in bands"
-        elif ! cmp -s whole.err bands.err; then
-            why="$f -> $out: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
-        elif [ -n "$(ls -A outdir)" ]; then
-            why="$f -> $out: left $(ls -A outdir | tr '\n' ' ')"
-        fi
+        same_refusal "$f -> $out" "$GC" -k gaussian:1 "$f" "outdir/x.$out"
         [ -n "$why" ] && break 2
     done
 done
@@ -319,17 +327,7 @@ why=""
 rm -rf outdir && mkdir -p outdir
 for f in cut-rgb8.ppm cut-rgb8.png; do
     for op in rot90 flip; do
-        "$GT" --device cpu --op $op $f outdir/x.ppm 2>whole.err
-        rc_whole=$?
-        "$GT" --device cpu --band-rows 5 --op $op $f outdir/x.ppm 2>bands.err
-        rc_bands=$?
-        if [ "$rc_whole" -ne 1 ] || [ "$rc_bands" -ne 1 ]; then
-            why="$f $op: exit $rc_whole whole, $rc_bands in bands"
-        elif ! cmp -s whole.err bands.err; then
-            why="$f $op: '$(head -c 150 whole.err)' whole, '$(head -c 150 bands.err)' in bands"
-        elif [ -n "$(ls -A outdir)" ]; then
-            why="$f $op: left $(ls -A outdir | tr '\n' ' ')"
-        fi
+        same_refusal "$f $op" "$GT" --op $op $f outdir/x.ppm
         [ -n "$why" ] && break 2
     done
 done
