@@ -114,8 +114,9 @@ gimg_status gimg_band_writer_close(gimg_band_writer *w, int commit);
  * cover it once. A block is not copied: a thread of the writer's writes
  * it while the caller computes the next, and reads it until the next
  * call of block, or sync, which waits for it (a failure comes with the
- * next call, or close), or close. Rows and blocks are not mixed: a writer that has had rows does
- * not place. close commits the file when every pixel was placed.
+ * next call, or close), or close. Rows and blocks are not mixed: a
+ * writer that has had rows does not place. close commits the file when
+ * every pixel was placed.
  */
 int gimg_band_writer_places(const gimg_band_writer *w);
 gimg_status gimg_band_writer_block(gimg_band_writer *w, const gimg_image *block, int x0, int y0);

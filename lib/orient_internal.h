@@ -52,10 +52,9 @@ struct gimg_band_writer;
 /* gimg_orient_spool_add, the bands placed straight into the output w
  * instead of the temporary file where w takes blocks at their places
  * (band.h's gimg_band_writer_places): a transpose's bands gathered in
- * blocks of output columns (GIMG_ORIENT_SEGMENT_BYTES a row, above), so
- * that each of the output's rows gets a few kilobytes at a time; the others' each
- * written where it goes. next then gives no rows. Every band goes the
- * same way; w must outlive s, whose free waits for w's writing of its
+ * blocks of output columns (above), the others' each written where it
+ * goes. next then gives no rows. Every band goes the same way (w NULL:
+ * spooled); w must outlive s, whose free waits for w's writing of its
  * blocks. */
 gimg_status gimg_orient_spool_place(gimg_orient_spool *s, const gimg_image *band, int y0,
                                     struct gimg_band_writer *w);
