@@ -384,6 +384,7 @@ struct gimg_band_writer {
     gimg_image block;
     int block_x0, block_y0;
     uint64_t pixels_placed;
+    int failed;            /* a block was refused, or its writing failed */
 };
 
 /* Encodes the rows of buf[k] and writes what they complete. */
@@ -538,7 +539,7 @@ int gimg_band_writer_places(const gimg_band_writer *b)
            (stat(b->path, &s) != 0 || S_ISREG(s.st_mode));
 }
 
-gimg_status gimg_band_writer_block(gimg_band_writer *b, const gimg_image *block, int x0, int y0)
+static gimg_status hand_block(gimg_band_writer *b, const gimg_image *block, int x0, int y0)
 {
     gimg_status st;
     if (!(b->placing || gimg_band_writer_places(b)) || block->channels != b->layout.channels ||
@@ -580,6 +581,18 @@ gimg_status gimg_band_writer_block(gimg_band_writer *b, const gimg_image *block,
         return place_block(b);
     worker_give(&b->behind);
     return GIMG_OK;
+}
+
+gimg_status gimg_band_writer_block(gimg_band_writer *b, const gimg_image *block, int x0, int y0)
+{
+    const gimg_status st = hand_block(b, block, x0, y0);
+    b->failed |= st != GIMG_OK;
+    return st;
+}
+
+int gimg_band_writer_failed(const gimg_band_writer *b)
+{
+    return b && b->failed;
 }
 
 void gimg_band_writer_sync(gimg_band_writer *b)

@@ -121,5 +121,7 @@ gimg_status gimg_band_writer_close(gimg_band_writer *w, int commit);
 int gimg_band_writer_places(const gimg_band_writer *w);
 gimg_status gimg_band_writer_block(gimg_band_writer *w, const gimg_image *block, int x0, int y0);
 void gimg_band_writer_sync(gimg_band_writer *w);
+/* 1 when a call of block failed (the output's fault, for messages). */
+int gimg_band_writer_failed(const gimg_band_writer *w);
 
 #endif

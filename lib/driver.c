@@ -607,6 +607,8 @@ static gimg_status run_bands(job *j, item *it, FILE *out)
         }
         if (d->bands.place) { /* spooled (w): with the rows it makes ready */
             st = d->bands.place(d->user, state, &it->info, &band, y0);
+            if (st && gimg_band_writer_failed(it->info.placer))
+                it->failed_on = it->info.output[0];
             if (!st && w)
                 st = spool_out(j, it, w, state, &write_ms);
             continue;

@@ -299,6 +299,13 @@ TMPDIR=$PWD/no-such-folder "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm 
     why="not the whole image's bytes"; }
 [ -z "$why" ] && [ "$(ls -A placed)" != out.ppm ] && why="placed/ holds $(ls -A placed | tr '\n' ' ')"
 result gtranspose-placed-no-spool "$why"
+# Its room is reserved at the first band: past `ulimit -f` (64 KiB; the
+# output 179 KiB), exit 1, the output named, nothing left.
+rm -rf placed && mkdir -p placed
+TOOL=gtranspose expect_fail gtranspose-placed-no-room 1 placed -- \
+    sh -c "ulimit -f 64 && exec \"$GT\" --device cpu --band-rows 7 --op rot90 rgb8.ppm placed/out.ppm"
+grep -q "^gtranspose: placed/out.ppm: no room for the output's 179 KiB: " stderr.txt ||
+    fail gtranspose-placed-no-room-message "$(head -c 300 stderr.txt)"
 mkdir -p e
 TMPDIR=$PWD/no-such-folder TOOL=gtranspose expect_fail gtranspose-spool-no-folder 1 e -- \
     "$GT" --device cpu --band-rows 7 --op rot90 rgb8.ppm e/out.png
