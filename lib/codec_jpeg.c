@@ -222,6 +222,12 @@
  * process leaves its share to the others. */
 #define JPEG_STRIPES_PER_THREAD 2
 
+/* A file with restart markers of JPEG_STRIP_DECODE_MIN_PIXELS or more is
+ * decoded in strips on several threads (jpeg_strips.c), a strip a thread:
+ * below it, a thread's start and each strip's setup weigh more than the
+ * decoding they share. */
+#define JPEG_STRIP_DECODE_MIN_PIXELS 500000
+
 /* ------------------------------------------------------------ errors */
 
 /* libjpeg's error manager, extended: where to jump and what to report. */
@@ -346,36 +352,17 @@ static int sniff(const unsigned char *buf, size_t len)
     return len >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF;
 }
 
-/* The next marker from *at, walked as libjpeg walks a file (bytes between
- * segments and fill bytes skipped, markers of no length stepped over: a
- * stuffed byte, TEM, RSTn): 1 with *marker, *at then at its length field;
- * 0 at the end of the file. */
-static int next_marker(const unsigned char *buf, size_t len, size_t *at, unsigned *marker)
-{
-    for (;;) {
-        while (*at < len && buf[*at] != 0xFF)
-            (*at)++;
-        while (*at < len && buf[*at] == 0xFF)
-            (*at)++;
-        if (*at >= len)
-            return 0;
-        *marker = buf[(*at)++];
-        if (!(*marker == 0x00 || *marker == 0x01 || (*marker >= 0xD0 && *marker <= 0xD7)))
-            return 1;
-    }
-}
-
 /* The first frame header (SOFn) before the first scan, found by walking
- * the segments as libjpeg does (next_marker()), so that the image's size
- * is judged before libjpeg reads anything else: a file of a huge SOF and
- * no scan is refused for its size. 0 when there is none before SOS or
+ * the segments as libjpeg does (gimg_jpeg_next_marker()), so that the
+ * image's size is judged before libjpeg reads anything else: a file of a
+ * huge SOF and no scan is refused for its size. 0 when there is none before SOS or
  * EOI; libjpeg then says what is wrong. */
 static int find_frame(const unsigned char *buf, size_t len, unsigned *width, unsigned *height,
                       int *components)
 {
     size_t at = 2;  /* after SOI */
     unsigned marker;
-    while (next_marker(buf, len, &at, &marker)) {
+    while (gimg_jpeg_next_marker(buf, len, &at, &marker)) {
         if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA || len - at < 2)
             return 0;  /* SOI again, EOI, SOS, or the end */
         const size_t seg = (size_t)buf[at] << 8 | buf[at + 1];
@@ -407,7 +394,7 @@ static int count_component_scans(const unsigned char *buf, size_t len, int limit
     size_t at = 2;  /* after SOI */
     unsigned marker;
     int count = 0;
-    while (count <= limit && next_marker(buf, len, &at, &marker)) {
+    while (count <= limit && gimg_jpeg_next_marker(buf, len, &at, &marker)) {
         if (marker == 0xD8 || marker == 0xD9 || len - at < 2)
             break;
         const size_t seg = (size_t)buf[at] << 8 | buf[at + 1];
@@ -833,6 +820,104 @@ static void reader_free(jpeg_reader *r)
     gimg_meta_free(r->meta);
 }
 
+static int usable_threads(void);
+
+/* Reads the header and metadata only. */
+static gimg_status header_run(jpeg_reader *r, const unsigned char *buf, size_t len)
+{
+    if (setjmp(r->guard.jump))
+        return gimg_fail(r->guard.status, "%s", r->guard.why);
+    gimg_status st = read_header(r, buf, len);
+    return st ? st : read_metadata(r);
+}
+
+/* Strip k of n of p (jpeg_strips.c) into im's rows: its own file, decoded
+ * as any file is (warnings are errors), its overlap rows read into a
+ * scratch row and dropped. Stops after the strip's last row (the rows
+ * below are the next strip's). */
+static gimg_status strip_run(jpeg_reader *r, const gimg_jpeg_strips *p, int k, int n,
+                             gimg_image *im, unsigned char **file)
+{
+    int a, b, first_row, rows, skip;
+    gimg_jpeg_strip_span(p, k, n, &a, &b, &first_row, &rows, &skip);
+    const size_t bytes = gimg_jpeg_strip_bytes(p, a, b);
+    if (!(*file = malloc(bytes)) ||
+        !(r->cmyk_rows = malloc((size_t)im->width * (size_t)im->channels)))
+        return gimg_fail(GIMG_E_NOMEM, "out of memory decoding JPEG");
+    gimg_jpeg_strip_write(p, a, b, *file);
+    if (setjmp(r->guard.jump))
+        return gimg_fail(r->guard.status, "%s", r->guard.why);
+    gimg_status st = start_run(r, *file, bytes);
+    if (st)
+        return st;
+    j_decompress_ptr c = &r->cinfo;
+    if (r->cmyk || c->output_width != (JDIMENSION)im->width ||
+        (int)c->output_height != gimg_jpeg_strip_height(p, a, b) || r->channels != im->channels)
+        return gimg_fail(GIMG_E_FORMAT, "a strip unlike its image");
+    JSAMPROW out[JPEG_ROWS_PER_CALL];
+    for (int y = -skip; y < rows;) {
+        const int left = y < 0 ? -y : rows - y;
+        const int want = left < JPEG_ROWS_PER_CALL ? left : JPEG_ROWS_PER_CALL;
+        for (int i = 0; i < want; i++)
+            out[i] = y < 0 ? r->cmyk_rows : gimg_row(im, first_row + y + i);
+        const int got = (int)jpeg_read_scanlines(c, out, (JDIMENSION)want);
+        if (got <= 0)
+            return gimg_fail(GIMG_E_FORMAT, "corrupt JPEG: the decoder stopped in a strip");
+        y += got;
+    }
+    return GIMG_OK;
+}
+
+/* Decodes buf in strips on the threads there are, into *out with the
+ * file's metadata: 1 when it did; 0 when the file does not qualify or
+ * anything went wrong, *out then empty (the whole file is decoded as
+ * ever, and its decoder gives the message a bad file deserves). */
+static int decode_in_strips(const unsigned char *buf, size_t len, gimg_image *out)
+{
+    unsigned w, h;
+    int components;
+    const int threads = usable_threads();
+    if (threads < 2 || !find_frame(buf, len, &w, &h, &components) ||
+        (uint64_t)w * h < JPEG_STRIP_DECODE_MIN_PIXELS)
+        return 0;
+    gimg_jpeg_strips p;
+    if (!gimg_jpeg_strips_plan(buf, len, &p))
+        return 0;
+    jpeg_reader head;
+    memset(&head, 0, sizeof head);
+    guard_init(&head.guard, 1);
+    head.want_meta = 1;
+    gimg_image im;
+    memset(&im, 0, sizeof im);
+    int ok = !header_run(&head, buf, len) && !head.cmyk &&
+             !gimg_image_alloc(&im, (int)head.cinfo.image_width, (int)head.cinfo.image_height,
+                               head.channels, GIMG_U8);
+    const int n = p.steps < threads ? p.steps : threads;
+    if (ok) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n) reduction(&& : ok)
+        for (int k = 0; k < n; k++) {
+            jpeg_reader r;
+            memset(&r, 0, sizeof r);
+            guard_init(&r.guard, 1);
+            unsigned char *file = NULL;
+            if (strip_run(&r, &p, k, n, &im, &file))
+                ok = 0;
+            reader_free(&r);
+            free(file);
+        }
+    }
+    if (ok) {
+        im.meta = head.meta;
+        head.meta = NULL;
+        *out = im;
+    } else {
+        gimg_image_free(&im);
+    }
+    reader_free(&head);
+    gimg_jpeg_strips_free(&p);
+    return ok;
+}
+
 static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_opts *o,
                           gimg_image *out)
 {
@@ -841,6 +926,8 @@ static gimg_status decode(const unsigned char *buf, size_t len, const gimg_read_
     memset(&r, 0, sizeof r);
     memset(&im, 0, sizeof im);
     memset(out, 0, sizeof *out);
+    if (decode_in_strips(buf, len, out))
+        return GIMG_OK;
     guard_init(&r.guard, 1);
     r.want_meta = 1;
     gimg_status st = decode_run(&r, buf, len, &im, NULL);
@@ -1591,35 +1678,6 @@ static gimg_status encode(const gimg_image *im, const gimg_write_opts *o, unsign
 
 /* ------------------------------------------- for the GPU codecs */
 
-/* 1 if the entropy-coded data from `at` runs whole to EOI: stuffed bytes
- * and restart markers in sequence only, no other marker (a second scan,
- * DNL), not cut short. */
-static int scan_runs_to_eoi(const unsigned char *buf, size_t len, size_t at)
-{
-    unsigned next_restart = 0;
-    while (at < len) {
-        const unsigned char *ff = memchr(buf + at, 0xFF, len - at);
-        if (!ff)
-            return 0;
-        at = (size_t)(ff - buf) + 1;
-        while (at < len && buf[at] == 0xFF) /* fill bytes before a marker */
-            at++;
-        if (at >= len)
-            return 0;
-        const unsigned m = buf[at++];
-        if (m == 0x00)
-            continue;
-        if (m >= 0xD0 && m <= 0xD7) {
-            if (m - 0xD0 != next_restart)
-                return 0;
-            next_restart = (next_restart + 1) & 7;
-            continue;
-        }
-        return m == 0xD9;
-    }
-    return 0;
-}
-
 /* Why the GPU decoders should not take the file whose header c read (up
  * to its first scan, whose data starts at `at`), or NULL. */
 static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, size_t len,
@@ -1656,7 +1714,7 @@ static const char *gpu_refusal(j_decompress_ptr c, const unsigned char *buf, siz
         else
             return "chroma subsampling nvJPEG does not decode";
     }
-    if (!scan_runs_to_eoi(buf, len, at))
+    if (!gimg_jpeg_scan_walk(buf, len, at, NULL, NULL, NULL))
         return "not one whole scan up to the end of the image";
     return NULL;
 }

@@ -50,6 +50,59 @@ gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const 
 gimg_status gimg_write_jpeg_bits(const char *path, const unsigned char *bits, size_t len,
                                  gimg_meta *meta, const gimg_write_opts *o);
 
+/*
+ * jpeg_strips.c: a JPEG cut at its restart markers into strips of whole
+ * MCU rows, each a JPEG of its own whose rows are the image's, for one
+ * image decoded on several threads or GPU engines at once (its head
+ * comment says why that is exact, and which files qualify).
+ *
+ * gimg_jpeg_strips_plan walks buf (which must outlive the plan): 1 when it
+ * can be cut in two or more steps of step_rows rows (the last may be
+ * shorter), 0 otherwise (also when out of memory: decode it whole).
+ * Strip k of n (gimg_jpeg_strip_span) is the image's rows first_row ..
+ * first_row + rows - 1; its file holds steps first_step .. end_step - 1,
+ * whose first skip_rows rows (and any past `rows`) are the overlap that
+ * vertical chroma upsampling needs, to be thrown away. Its file is
+ * gimg_jpeg_strip_bytes long, written by gimg_jpeg_strip_write, and
+ * decodes to gimg_jpeg_strip_height rows.
+ */
+typedef struct {
+    const unsigned char *file;
+    int width, height;
+    int mcu_height;          /* pixels */
+    int step_rows;           /* rows between two places the scan may be cut */
+    int steps;
+    int overlap;             /* vertical chroma upsampling: strips decode a step more each side */
+    int intervals_per_step;
+    size_t *start, *stop;    /* [s]: where step s's data starts; where step s-1's ends */
+    unsigned char *header;   /* SOI and the kept segments up to and with SOS */
+    size_t header_bytes, height_at;
+} gimg_jpeg_strips;
+
+int gimg_jpeg_strips_plan(const unsigned char *buf, size_t len, gimg_jpeg_strips *p);
+void gimg_jpeg_strips_free(gimg_jpeg_strips *p);
+void gimg_jpeg_strip_span(const gimg_jpeg_strips *p, int k, int n, int *first_step,
+                          int *end_step, int *first_row, int *rows, int *skip_rows);
+size_t gimg_jpeg_strip_bytes(const gimg_jpeg_strips *p, int first_step, int end_step);
+int gimg_jpeg_strip_height(const gimg_jpeg_strips *p, int first_step, int end_step);
+void gimg_jpeg_strip_write(const gimg_jpeg_strips *p, int first_step, int end_step,
+                           unsigned char *out);
+
+/* The next marker from *at, walked as libjpeg walks a file (bytes between
+ * segments and fill bytes skipped, markers of no length stepped over: a
+ * stuffed byte, TEM, RSTn): 1 with *marker, *at then at its length field;
+ * 0 at the end of the file. */
+int gimg_jpeg_next_marker(const unsigned char *buf, size_t len, size_t *at, unsigned *marker);
+
+/* 1 if the entropy-coded data from `at` runs whole to EOI: stuffed bytes
+ * and restart markers in sequence only, no other marker (a second scan,
+ * DNL), not cut short; *eoi (if not NULL) then EOI's place. on_restart
+ * (if not NULL) hears of each marker: the k-th (from 0), its 0xFF's place
+ * and the place after it. */
+int gimg_jpeg_scan_walk(const unsigned char *buf, size_t len, size_t at,
+                        void (*on_restart)(void *user, long k, size_t ff, size_t next), void *user,
+                        size_t *eoi);
+
 /* The chroma subsampling encode gives an RGB image under o (AUTO: 4:4:4
  * at quality 90 and above, else 4:2:0), as GIMG_NVJPEG_CSS_444, _422 or
  * _420, for the GPU's encoder to give the same. */

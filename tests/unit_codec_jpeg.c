@@ -24,6 +24,7 @@
 #include "check.h"
 #include "testfile.h"
 #include "codec.h"
+#include "jpeg_internal.h"
 #include "gimg.h"
 #include "testimg.h"
 #include "testmeta.h"
@@ -416,6 +417,256 @@ static bytes libjpeg_optimised(const gimg_image *im, int q, int h, int v, int re
 {
     const libjpeg_opts o = {q, h, v, 1, restart_rows, NULL, 0};
     return libjpeg_encode(im, &o);
+}
+
+/* ----------------------------------------- decoding in strips */
+
+/* libjpeg's encoder with a restart interval of `mcus` MCUs (or `rows`
+ * MCU rows), the first component sampled h x v. */
+typedef struct {
+    int h, v, rows, mcus;
+} restart_opts;
+
+static void restart_setup(j_compress_ptr c, void *user)
+{
+    const restart_opts *o = user;
+    jpeg_set_quality(c, 85, TRUE);
+    if (c->input_components == 3) {
+        c->comp_info[0].h_samp_factor = o->h;
+        c->comp_info[0].v_samp_factor = o->v;
+    }
+    c->restart_in_rows = o->rows;
+    c->restart_interval = (unsigned)o->mcus;
+}
+
+static bytes restart_file(const gimg_image *im, int h, int v, int rows, int mcus)
+{
+    restart_opts o = {h, v, rows, mcus};
+    return testjpeg_encode(im->data, im->stride_bytes, im->width, im->height, im->channels,
+                           im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB, restart_setup, &o);
+}
+
+/* f decoded on `threads` threads: status, image, message. */
+static gimg_status decode_threads(const unsigned char *f, size_t len, int threads, gimg_image *im,
+                                  char *why, size_t why_size)
+{
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    gimg_status st = row_decode(f, len, im);
+    snprintf(why, why_size, "%s", st ? gimg_last_error() : "");
+    omp_set_num_threads(before);
+    return st;
+}
+
+/* The same status, message and pixels on 1 thread (the whole file) and on
+ * 4 (in strips where the file qualifies, jpeg_strips.c). */
+static void same_on_threads(const unsigned char *f, size_t len, const char *what)
+{
+    gimg_image one, four;
+    char why1[512], why4[512];
+    gimg_status s1 = decode_threads(f, len, 1, &one, why1, sizeof why1);
+    gimg_status s4 = decode_threads(f, len, 4, &four, why4, sizeof why4);
+    CHECK(s1 == s4 && !strcmp(why1, why4), "%s: 1 thread: %d '%s'; 4 threads: %d '%s'", what, s1,
+          why1, s4, why4);
+    if (!s1 && !s4 && same_image(&one, &four, what))
+        CHECK(!four.meta == !one.meta, "%s: metadata lost in strips", what);
+    if (!s1)
+        gimg_image_free(&one);
+    if (!s4)
+        gimg_image_free(&four);
+}
+
+/* Each of n strips of p, as its own file decoded whole (its warnings
+ * errors), holds the whole image's rows from its first_row, after its
+ * overlap. */
+static void strips_exact(const gimg_jpeg_strips *p, const unsigned char *f, size_t len, int n,
+                         const char *what)
+{
+    gimg_image whole, part;
+    char why[512];
+    if (decode_threads(f, len, 1, &whole, why, sizeof why)) {
+        CHECK(0, "%s: %s", what, why);
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        int a, b, first_row, rows, skip;
+        gimg_jpeg_strip_span(p, k, n, &a, &b, &first_row, &rows, &skip);
+        const size_t bytes = gimg_jpeg_strip_bytes(p, a, b);
+        unsigned char *file = malloc(bytes);
+        gimg_jpeg_strip_write(p, a, b, file);
+        if (decode_threads(file, bytes, 1, &part, why, sizeof why)) {
+            CHECK(0, "%s: strip %d of %d: %s", what, k, n, why);
+        } else {
+            CHECK(part.height == gimg_jpeg_strip_height(p, a, b) && part.width == whole.width &&
+                  skip + rows <= part.height, "%s: strip %d of %d is %dx%d", what, k, n,
+                  part.width, part.height);
+            const size_t row = (size_t)whole.width * (size_t)whole.channels;
+            for (int y = 0; y < rows && skip + rows <= part.height; y++)
+                if (memcmp(gimg_row(&part, skip + y), gimg_row(&whole, first_row + y), row)) {
+                    CHECK(0, "%s: strip %d of %d: row %d differs", what, k, n, first_row + y);
+                    break;
+                }
+            gimg_image_free(&part);
+        }
+        free(file);
+    }
+    gimg_image_free(&whole);
+}
+
+/* Every sampling, intervals of whole rows and of MCUs that are not, odd
+ * sizes: the plan cuts where it may (and only there: its steps), and the
+ * strips' pixels are the whole file's, byte for byte. */
+static void test_strips_equal_whole(void)
+{
+    static const struct {
+        int w, h, c, hs, vs, rows, mcus, cuts;
+    } cases[] = {
+        {1100, 700, 3, 1, 1, 1, 0, 1},    /* 4:4:4, an interval a row */
+        {1001, 999, 3, 2, 2, 1, 0, 1},    /* 4:2:0: strips overlap */
+        {1003, 1001, 3, 2, 1, 2, 0, 1},   /* 4:2:2, two rows */
+        {777, 1501, 3, 1, 2, 1, 0, 1},    /* 4:4:0: overlap */
+        {1300, 800, 1, 1, 1, 1, 0, 1},    /* gray */
+        {1024, 1024, 3, 2, 2, 0, 32, 1},  /* 32 MCUs: a row is 2 intervals */
+        {1000, 1000, 3, 1, 1, 0, 250, 1}, /* 125 MCUs a row: cut every 2 rows */
+        {1000, 1000, 3, 1, 1, 0, 7, 1},   /* cut every 7 rows */
+        {2001, 300, 3, 2, 2, 0, 3000, 1}, /* an interval of 23.8 rows: every 3000 rows: none */
+        {1200, 900, 3, 1, 1, 0, 0, 0},    /* no restart markers */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gimg_image im;
+        char what[96];
+        snprintf(what, sizeof what, "%dx%d c%d %dx%d rows %d mcus %d", cases[i].w, cases[i].h,
+                 cases[i].c, cases[i].hs, cases[i].vs, cases[i].rows, cases[i].mcus);
+        if (!photo_image(&im, cases[i].w, cases[i].h, cases[i].c, 40 + i)) {
+            CHECK(0, "%s: image", what);
+            continue;
+        }
+        bytes f = restart_file(&im, cases[i].hs, cases[i].vs, cases[i].rows, cases[i].mcus);
+        gimg_image_free(&im);
+        if (!f.p) {
+            CHECK(0, "%s: libjpeg failed", what);
+            continue;
+        }
+        gimg_jpeg_strips p;
+        const int planned = gimg_jpeg_strips_plan(f.p, f.len, &p);
+        if (cases[i].cuts && i != 8) {
+            CHECK(planned && p.steps >= 2, "%s: not cut", what);
+            if (planned) {
+                /* Every step's rows, end to end, and the overlap where chroma is subsampled
+                 * vertically. */
+                const int mcu_rows = (cases[i].h + p.mcu_height - 1) / p.mcu_height;
+                CHECK(p.steps == (mcu_rows * p.mcu_height + p.step_rows - 1) / p.step_rows,
+                      "%s: %d steps of %d rows", what, p.steps, p.step_rows);
+                CHECK(p.overlap == (cases[i].c == 3 && cases[i].vs == 2), "%s: overlap %d", what,
+                      p.overlap);
+                strips_exact(&p, f.p, f.len, 3, what);
+                strips_exact(&p, f.p, f.len, p.steps, what);
+            }
+        } else {
+            CHECK(!planned, "%s: cut where it may not be", what);
+        }
+        if (planned)
+            gimg_jpeg_strips_free(&p);
+        same_on_threads(f.p, f.len, what);
+        free(f.p);
+    }
+}
+
+/* What the strips must not change: a bad interval, markers out of order,
+ * a file cut short, fill bytes before a marker, metadata. Each decodes on
+ * 4 threads as on 1: the same pixels, or the same refusal. */
+static void test_strips_hostile(void)
+{
+    gimg_image im;
+    if (!photo_image(&im, 1024, 768, 3, 77)) {
+        CHECK(0, "image");
+        return;
+    }
+    bytes f = restart_file(&im, 2, 2, 1, 0);
+    gimg_image_free(&im);
+    if (!f.p) {
+        CHECK(0, "libjpeg failed");
+        return;
+    }
+    same_on_threads(f.p, f.len, "clean");
+    /* The markers' places. */
+    size_t rst[64];
+    int n = 0;
+    for (size_t at = 2; at + 1 < f.len && n < 64; at++)
+        if (f.p[at] == 0xFF && f.p[at + 1] >= 0xD0 && f.p[at + 1] <= 0xD7)
+            rst[n++] = at;
+    CHECK(n >= 31, "only %d restart markers", n);
+    if (n < 31) {
+        free(f.p);
+        return;
+    }
+    gimg_jpeg_strips p;
+    /* An interval's data garbled: a marker in its middle. */
+    bytes g = {malloc(f.len), f.len, f.len};
+    memcpy(g.p, f.p, f.len);
+    g.p[(rst[10] + rst[11]) / 2] = 0xFF;
+    g.p[(rst[10] + rst[11]) / 2 + 1] = 0xC4;
+    CHECK(!gimg_jpeg_strips_plan(g.p, g.len, &p), "a marker inside a scan: cut");
+    same_on_threads(g.p, g.len, "a marker inside the scan");
+    /* Bits garbled (no marker): libjpeg's warning, through the strips. */
+    memcpy(g.p, f.p, f.len);
+    for (size_t at = rst[12] + 2; at < rst[13] - 4; at += 7)
+        if (g.p[at] != 0xFF && g.p[at - 1] != 0xFF)
+            g.p[at] ^= 0x5A;
+    same_on_threads(g.p, g.len, "garbled bits");
+    /* Markers out of order. */
+    memcpy(g.p, f.p, f.len);
+    g.p[rst[5] + 1] = g.p[rst[6] + 1];
+    CHECK(!gimg_jpeg_strips_plan(g.p, g.len, &p), "markers out of order: cut");
+    same_on_threads(g.p, g.len, "markers out of order");
+    /* Cut short before EOI, and inside the last interval. */
+    CHECK(!gimg_jpeg_strips_plan(f.p, f.len - 2, &p), "no EOI: cut");
+    same_on_threads(f.p, f.len - 2, "no EOI");
+    same_on_threads(f.p, (rst[n - 1] + f.len) / 2, "cut in the last interval");
+    same_on_threads(f.p, rst[15], "cut at a marker");
+    /* A fill byte before markers 17 and 30, inside strips whose markers
+     * are renumbered (each step is a row). */
+    bytes h = {malloc(f.len + 2), f.len + 2, f.len + 2};
+    memcpy(h.p, f.p, rst[17]);
+    h.p[rst[17]] = 0xFF;
+    memcpy(h.p + rst[17] + 1, f.p + rst[17], rst[30] - rst[17]);
+    h.p[rst[30] + 1] = 0xFF;
+    memcpy(h.p + rst[30] + 2, f.p + rst[30], f.len - rst[30]);
+    CHECK(gimg_jpeg_strips_plan(h.p, h.len, &p), "fill bytes: not cut");
+    strips_exact(&p, h.p, h.len, 4, "fill bytes");
+    gimg_jpeg_strips_free(&p);
+    same_on_threads(h.p, h.len, "fill bytes");
+    free(h.p);
+    free(g.p);
+    free(f.p);
+    /* Metadata, written by our encoder (which writes markers from 1 MP). */
+    if (!photo_image(&im, 1200, 900, 3, 78)) {
+        CHECK(0, "image");
+        return;
+    }
+    im.meta = gimg_meta_new();
+    if (im.meta && (im.meta->xmp = malloc(12))) {
+        memcpy(im.meta->xmp, "<x:xmpmeta/>", 12);
+        im.meta->xmp_bytes = 12;
+    }
+    unsigned char *buf;
+    size_t len;
+    if (encode_jpeg(&im, 90, GIMG_SUBSAMPLE_AUTO, 0, &buf, &len) == GIMG_OK) {
+        CHECK(gimg_jpeg_strips_plan(buf, len, &p), "our own file: not cut");
+        gimg_jpeg_strips_free(&p);
+        gimg_image out;
+        char why[512];
+        if (decode_threads(buf, len, 4, &out, why, sizeof why) == GIMG_OK) {
+            CHECK(out.meta && out.meta->xmp_bytes == 12, "the XMP packet lost in strips");
+            gimg_image_free(&out);
+        } else {
+            CHECK(0, "decode: %s", why);
+        }
+        free(buf);
+    } else {
+        CHECK(0, "encode: %s", gimg_last_error());
+    }
+    gimg_image_free(&im);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -2554,6 +2805,8 @@ int main(void)
     RUN(test_scan_limit_edge);
     RUN(test_ten_thousand_scans);
     RUN(test_threads);
+    RUN(test_strips_equal_whole);
+    RUN(test_strips_hostile);
     RUN(test_stripes_equal_libjpeg);
     RUN(test_stripes_peers);
     RUN(test_stripes_concurrent);
