@@ -139,6 +139,7 @@ static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FI
 
 int main(int argc, char **argv)
 {
+    gimg_cli_settle_threads(argv);
     settings s = {.normalize = 1};
     gimg_conv_opts_init(&s.opts);
     const gimg_cli_spec spec = {

@@ -481,6 +481,7 @@ static gimg_status emit(void *user, gimg_driver_item *item, const char *text, si
 
 int main(int argc, char **argv)
 {
+    gimg_cli_settle_threads(argv);
     settings s = {0};
     const gimg_cli_spec spec = {
         .tool = TOOL,

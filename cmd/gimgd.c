@@ -175,6 +175,7 @@ static int detach(gimg_serve_opts *o)
 
 int main(int argc, char **argv)
 {
+    gimg_cli_settle_threads(argv);
     /* Whatever the starter left open (a tool's pipe to the next one) is
      * not the server's to hold. */
     closefrom(3);

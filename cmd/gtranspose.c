@@ -124,6 +124,7 @@ static gimg_status bands_end(void *user, void *state, gimg_driver_item *item, FI
 
 int main(int argc, char **argv)
 {
+    gimg_cli_settle_threads(argv);
     settings s = {GIMG_ORIENT_TRANSPOSE};
     const gimg_cli_spec spec = {
         .tool = TOOL,

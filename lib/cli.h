@@ -121,6 +121,21 @@ typedef enum {
     GIMG_CLI_VERSION  /* --version was given: print the version, exit 0 */
 } gimg_cli_action;
 
+/* The first call of every tool's main (before any thread starts): on a
+ * busy machine (half its CPUs or more have other threads to run), where
+ * neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets
+ * OMP_WAIT_POLICY=passive and starts the program again with it, as it was
+ * started (execv of /proc/self/exe: the same process, its descriptors
+ * kept). libgomp reads the policy once, before main; by default an idle
+ * thread spins for a while (300000 turns of a pause loop, milliseconds)
+ * after every parallel region, which is free on an idle machine and ruins
+ * a loaded one: samples/Makefile with make -j16 on a 16-core host took
+ * 13.4 s with the spin and 4.6 s without it (cli.c has the figures).
+ * Returns only when it did not start again: an idle machine, a policy of
+ * the user's, a program run under valgrind (which would not follow it),
+ * or no /proc. */
+void gimg_cli_settle_threads(char **argv);
+
 /* The settings every tool has. Filled by gimg_cli_parse(). */
 typedef struct {
     gimg_cli_action action;

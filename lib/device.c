@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 /* Two lanes (streams) per GPU: while one lane's image crosses PCIe, the
@@ -947,9 +948,13 @@ void gimg_ctx_report(const gimg_ctx *ctx, FILE *f, const char *tool)
     }
 #endif
     gimg_remote_report(ctx->remote, f, tool);
-    if (ctx->ran_cpu || (!ctx->ran_gpu && !gimg_remote_served(ctx->remote)))
+    if (ctx->ran_cpu || (!ctx->ran_gpu && !gimg_remote_served(ctx->remote))) {
         fprintf(f, "%s: backend: cpu (%d threads)%s%s%s\n", tool, omp_get_max_threads(),
                 ctx->why_cpu[0] ? " (" : "", ctx->why_cpu, ctx->why_cpu[0] ? ")" : "");
+        const char *wait = getenv("OMP_WAIT_POLICY");
+        if (wait && !strcasecmp(wait, "passive")) /* gimg_cli_settle_threads, or the user */
+            fprintf(f, "%s: threads: idle ones sleep (OMP_WAIT_POLICY=passive)\n", tool);
+    }
     report_auto(ctx, f, tool);
     report_codecs(ctx, f, tool);
     fprintf(f, "%s: time: decode %.2f ms, compute %.2f ms, encode %.2f ms\n", tool,

@@ -54,6 +54,11 @@ int gimg_gpu_jpeg_ready(const gimg_gpu *g, int *hardware, int *calls, int *image
 gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t len, int width,
                                  int height, int channels, gimg_dimage *d);
 
+/* Images of this many pixels or more are decoded in strips where their
+ * restart markers allow it (gpu_jpeg.c says when); UINT64_MAX: never. For
+ * tests and benchmarks, before any decoding. */
+void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels);
+
 /* Encodes d (8-bit gray or RGB) at quality 1-100 with chroma subsampling
  * subsampling (GIMG_NVJPEG_CSS_*: 4:4:4, 4:2:2 or 4:2:0; gray ignores
  * it), Huffman tables optimised as the CPU encoder's: *bits (malloc'd,

@@ -294,4 +294,29 @@ else
     result j-same-result "$(same o1.ppm o2.ppm)"
 fi
 
+# A busy machine: the tools' idle OpenMP threads sleep rather than spin
+# (gimg_cli_settle_threads, cli.h); a policy of the user's stands.
+if [ ! -r /proc/loadavg ] || [ -n "${GIMG_TEST_SLOW:-}" ]; then
+    skip busy-machine-threads-sleep "no /proc/loadavg, or under valgrind"
+else
+    "$GEN" --seed 5 300 200 3 8 busy.ppm
+    "$GS" --device cpu busy.ppm >busy-idle.txt
+    spinners=()
+    for _ in $(seq $((2 * $(nproc) + 2))); do
+        (while :; do :; done) &
+        spinners+=($!)
+    done
+    sleep 1
+    why=""
+    env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$GS" -v --device cpu busy.ppm >busy.txt 2>err.txt ||
+        why="exit $?: $(head -c 200 err.txt)"
+    [ -z "$why" ] && { grep -q 'threads: idle ones sleep' err.txt || why="-v says: $(grep -E 'backend|threads' err.txt)"; }
+    [ -z "$why" ] && { cmp -s busy.txt busy-idle.txt || why="other statistics than on the idle machine"; }
+    OMP_WAIT_POLICY=active "$GS" -v --device cpu busy.ppm >/dev/null 2>err2.txt
+    [ -z "$why" ] && grep -q 'idle ones sleep' err2.txt && why="OMP_WAIT_POLICY=active was overruled"
+    kill "${spinners[@]}" 2>/dev/null
+    wait "${spinners[@]}" 2>/dev/null
+    result busy-machine-threads-sleep "$why"
+fi
+
 exit $failed

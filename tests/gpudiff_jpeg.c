@@ -156,6 +156,59 @@ static void test_decode_bound(void)
     }
 }
 
+/* A large image in strips (gpu_jpeg.c) against the same file decoded
+ * whole on the GPU: where strips do not overlap (4:4:4, 4:2:2, gray), the
+ * same bytes; and within the bound of libjpeg-turbo's decoding. 4:2:0 is
+ * decoded whole (no strips yet): the same bytes too. */
+static void test_decode_strips(void)
+{
+    static const struct {
+        const char *name;
+        int channels;
+        gimg_subsampling sub;
+    } kinds[] = {{"4:4:4", 3, GIMG_SUBSAMPLE_444},
+                 {"4:2:2", 3, GIMG_SUBSAMPLE_422},
+                 {"4:2:0", 3, GIMG_SUBSAMPLE_420},
+                 {"gray", 1, GIMG_SUBSAMPLE_AUTO}};
+    const int w = g_small ? 2100 : 4099, h = g_small ? 1905 : 1201;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        gimg_image im, whole, strips, cpu;
+        unsigned char *buf = NULL;
+        size_t len = 0;
+        CHECK(photo_jpeg(w, h, kinds[k].channels, kinds[k].sub, 90, 7 + k, &im, &buf, &len),
+              "making the file");
+        gimg_jpeg_strips p;
+        CHECK(gimg_jpeg_strips_plan(buf, len, &p) && p.steps >= 8, "%s: our file has no cuts",
+              kinds[k].name);
+        gimg_jpeg_strips_free(&p);
+        gimg_gpu_jpeg_set_strip_min_pixels(UINT64_MAX);
+        gimg_status st = gpu_decode(buf, len, &whole);
+        gimg_gpu_jpeg_set_strip_min_pixels(1000000);
+        gimg_status st2 = gpu_decode(buf, len, &strips);
+        CHECK(!st && !st2, "%s: %s", kinds[k].name, gimg_last_error());
+        if (!st && !st2) {
+            int diff;
+            double psnr;
+            differ(&whole, &strips, &diff, &psnr);
+            CHECK(diff == 0, "%s %dx%d: strips differ from the whole by %d (%.2f dB)",
+                  kinds[k].name, w, h, diff, psnr);
+            if (gimg_decode_memory(buf, len, &cpu) == GIMG_OK) {
+                differ(&cpu, &strips, &diff, &psnr);
+                CHECK(diff <= GIMG_GPU_JPEG_MAX_DIFF && psnr >= GIMG_GPU_JPEG_MIN_PSNR,
+                      "%s: strips against libjpeg-turbo: %d, %.2f dB", kinds[k].name, diff, psnr);
+                gimg_image_free(&cpu);
+            }
+        }
+        if (!st)
+            gimg_image_free(&whole);
+        if (!st2)
+            gimg_image_free(&strips);
+        gimg_gpu_jpeg_set_strip_min_pixels(4000000);
+        gimg_image_free(&im);
+        free(buf);
+    }
+}
+
 static void test_encode_round_trip(void)
 {
     static const struct {
@@ -264,34 +317,45 @@ static int by_value(const void *a, const void *b)
 
 static void time_codecs(void)
 {
-    static const int sizes[][2] = {{1200, 850}, {4096, 4096}};
-    for (int s = 0; s < 2; s++) {
-        const int w = sizes[s][0], h = sizes[s][1];
+    /* Sizes, subsampling, and whether a large image is decoded in strips. */
+    static const struct {
+        int w, h, css, strips;
+    } cases[] = {{1200, 850, GIMG_NVJPEG_CSS_420, 1},
+                 {4096, 4096, GIMG_NVJPEG_CSS_420, 1},
+                 {4096, 4096, GIMG_NVJPEG_CSS_444, 0},
+                 {4096, 4096, GIMG_NVJPEG_CSS_444, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int w = cases[c].w, h = cases[c].h;
+        const int css = cases[c].css;
         gimg_image im, shell;
         unsigned char *buf = NULL, *out = NULL;
         size_t len = 0, out_len = 0;
         gimg_jpeg_facts facts;
         gimg_dimage d;
         double dec[16], enc[16];
-        if (!photo_jpeg(w, h, 3, GIMG_SUBSAMPLE_420, 90, 3, &im, &buf, &len) ||
+        if (!photo_jpeg(w, h, 3, css == GIMG_NVJPEG_CSS_420 ? GIMG_SUBSAMPLE_420 : GIMG_SUBSAMPLE_444,
+                        90, 3, &im, &buf, &len) ||
             gimg_jpeg_read_header(buf, len, &shell, &facts) || facts.gpu_refusal)
             return;
+        gimg_gpu_jpeg_set_strip_min_pixels(cases[c].strips ? 4000000 : UINT64_MAX);
         for (int r = 0; r < 16; r++) {
             double t0 = now_ms();
             if (gimg_gpu_jpeg_decode(g_gpu, buf, len, w, h, 3, &d) ||
                 cudaStreamSynchronize(g_gpu->stream))
                 return;
             double t1 = now_ms();
-            if (gimg_gpu_jpeg_encode(g_gpu, &d, 90, GIMG_NVJPEG_CSS_420, &out, &out_len))
+            if (gimg_gpu_jpeg_encode(g_gpu, &d, 90, css, &out, &out_len))
                 return;
             dec[r] = t1 - t0;
             enc[r] = now_ms() - t1;
             free(out);
         }
+        gimg_gpu_jpeg_set_strip_min_pixels(4000000);
         qsort(dec + 1, 15, sizeof *dec, by_value);
         qsort(enc + 1, 15, sizeof *enc, by_value);
-        printf("  time %dx%d 4:2:0 q90: decode %.3f ms, encode %.3f ms (median of 15)\n", w, h,
-               dec[8], enc[8]);
+        printf("  time %dx%d %s q90 (%zu bytes)%s: decode %.3f ms, encode %.3f ms (median of "
+               "15)\n", w, h, css == GIMG_NVJPEG_CSS_420 ? "4:2:0" : "4:4:4", len,
+               w * h < 4000000 ? "" : cases[c].strips && css != GIMG_NVJPEG_CSS_420 ? ", in strips" : ", whole", dec[8], enc[8]);
         gimg_image_free(&shell);
         gimg_image_free(&im);
         free(buf);
@@ -387,6 +451,7 @@ int main(int argc, char **argv)
         return 0;
     }
     RUN(test_decode_bound);
+    RUN(test_decode_strips);
     RUN(test_encode_round_trip);
     RUN(test_damaged);
     gimg_gpu_close(g_gpu);
