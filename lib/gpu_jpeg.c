@@ -15,21 +15,23 @@
  * images decode, the other half's are convolved and encoded. */
 #define GIMG_JPEG_MAX_BATCH 8
 /* An image of GIMG_JPEG_STRIP_MIN_PIXELS or more whose restart markers
- * allow it (jpeg_strips.c) is decoded in up to GIMG_JPEG_STRIPS strips,
- * one call's images, so that the GPU's JPEG engines (seven on an H100)
- * share it: one engine alone takes 28 ms for a 4096x4096 photo of 5.4 MB.
- * Not yet for files whose strips would overlap (vertical chroma
- * subsampling: 4:2:0, 4:4:0), which need rows decoded twice and a copy. A
- * call takes the strips of up to a batch of images. */
+ * allow it (jpeg_strips.c), coming to an idle decoder, is decoded in up
+ * to GIMG_JPEG_STRIPS strips, the images of one call, so that the GPU's
+ * JPEG engines (seven on an H100) share it: a 4096x4096 4:4:4 photo of
+ * 8.2 MB took 22.3 ms whole, 8.6 ms in strips (H200). A busy decoder
+ * (other lanes' images queued or decoding) already has its engines'
+ * work: the image goes whole. Not yet for files whose strips would
+ * overlap (vertical chroma subsampling: 4:2:0, 4:4:0), which need rows
+ * decoded twice and a copy. */
 #define GIMG_JPEG_STRIP_MIN_PIXELS 4000000
-#define GIMG_JPEG_STRIPS 8
+#define GIMG_JPEG_STRIPS GIMG_JPEG_MAX_BATCH
 static uint64_t g_strip_min_pixels = GIMG_JPEG_STRIP_MIN_PIXELS;
 
 void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels)
 {
     g_strip_min_pixels = pixels;
 }
-#define GIMG_JPEG_MAX_CALL (GIMG_JPEG_MAX_BATCH * GIMG_JPEG_STRIPS)
+#define GIMG_JPEG_MAX_CALL GIMG_JPEG_MAX_BATCH
 
 /* How long a call waits for the other lanes' images: this, and as long
  * again for every megapixel of the waiting image (a lane's other work, on
@@ -44,6 +46,7 @@ typedef struct {
     int rgb;                     /* output format: RGB interleaved, else gray */
     int rows;                    /* the image's height */
     int first;                   /* the first (or only) strip of its image */
+    int parts;                   /* its image's strips (1: whole) */
     int done, status;            /* nvJPEG's status once done */
     cudaEvent_t ev;              /* recorded on the decoder's stream after it */
 } decode_request;
@@ -66,7 +69,7 @@ typedef struct {
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    decode_request *queue[GIMG_JPEG_MAX_CALL];
+    decode_request *queue[64];
     int queued;
     int decoding;                /* a lane is running a call */
     int lanes;                   /* the batch a call waits for (and takes at most) */
@@ -382,13 +385,15 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
                    pthread_cond_timedwait(&b->changed, &b->lock, &until) == 0)
                 ;
         }
-        /* The call: the queued images of r's output format, a batch of
-         * them at most (an image counted once, however many strips). */
+        /* The call: the queued images (or strips) of r's output format, a
+         * batch of them at most. */
         decode_request *batch[GIMG_JPEG_MAX_CALL];
-        int n = 0, kept = 0, images = 0;
+        int n = 0, kept = 0, images = 0, cap = b->lanes;
         for (int i = 0; i < b->queued; i++) {
             decode_request *q = b->queue[i];
-            if (q->rgb == r->rgb && (!q->first || images < b->lanes)) {
+            if (!n && q->rgb == r->rgb && q->parts > cap)
+                cap = q->parts; /* an image in strips: all of them at once */
+            if (q->rgb == r->rgb && n < cap) {
                 images += q->first;
                 batch[n++] = q;
             } else {
@@ -426,18 +431,26 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
                           int width, int height, const gimg_nvjpeg_image *out, int rgb,
                           decode_request *r)
 {
+    jpeg_batcher *batcher = j->batcher;
+    pthread_mutex_lock(&batcher->lock);
+    const int idle = !batcher->queued && !batcher->decoding;
+    pthread_mutex_unlock(&batcher->lock);
     gimg_jpeg_strips p;
-    if ((uint64_t)width * (uint64_t)height < g_strip_min_pixels ||
+    if (!idle || (uint64_t)width * (uint64_t)height < g_strip_min_pixels ||
         !gimg_jpeg_strips_plan(bits, len, &p))
         return 0;
     const int n = p.overlap ? 0 : p.steps < GIMG_JPEG_STRIPS ? p.steps : GIMG_JPEG_STRIPS;
+    if (n < 2) {
+        gimg_jpeg_strips_free(&p);
+        return 0;
+    }
     size_t bytes = 0;
     for (int k = 0; k < n; k++) {
         int a, b, first_row, rows, skip;
         gimg_jpeg_strip_span(&p, k, n, &a, &b, &first_row, &rows, &skip);
         bytes += gimg_jpeg_strip_bytes(&p, a, b);
     }
-    if (n > 0 && bytes > j->strips_cap) {
+    if (bytes > j->strips_cap) {
         unsigned char *grown = realloc(j->strips, bytes);
         if (!grown) {
             gimg_jpeg_strips_free(&p);
@@ -453,7 +466,7 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
         const size_t strip_bytes = gimg_jpeg_strip_bytes(&p, a, b);
         gimg_jpeg_strip_write(&p, a, b, j->strips + at);
         r[k] = (decode_request){.bits = j->strips + at, .len = strip_bytes, .out = *out,
-                                .rgb = rgb, .rows = rows, .first = k == 0,
+                                .rgb = rgb, .rows = rows, .first = k == 0, .parts = n,
                                 .ev = j->ev_decoded};
         r[k].out.channel[0] = out->channel[0] + (size_t)first_row * out->pitch[0];
         at += strip_bytes;
@@ -485,7 +498,8 @@ gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t 
         int n = strip_requests(j, bits, len, width, height, &out, rgb, r);
         if (!n) {
             r[0] = (decode_request){.bits = bits, .len = len, .out = out, .rgb = rgb,
-                                    .rows = height, .first = 1, .ev = j->ev_decoded};
+                                    .rows = height, .first = 1, .parts = 1,
+                                    .ev = j->ev_decoded};
             n = 1;
         }
         NV(decode_on_hardware(j, r, n), "decoding");
