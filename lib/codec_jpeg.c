@@ -1783,11 +1783,11 @@ static int mb_marker(marker_buf *b, int code, const void *id, size_t id_bytes,
     return 1;
 }
 
-gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
-                                   unsigned char **out, size_t *out_len)
+gimg_status gimg_jpeg_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
+                              unsigned char **head, size_t *head_len, size_t *rest_at)
 {
-    *out = NULL;
-    *out_len = 0;
+    *head = NULL;
+    *head_len = *rest_at = 0;
     if (!sniff(bits, len))
         return gimg_fail(GIMG_E_FORMAT, "the GPU's encoder gave no JPEG file");
     /* Past SOI and the APPn and COM segments the file starts with. */
@@ -1833,16 +1833,34 @@ gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const 
             ok = mb_marker(&b, 0xE2, icc_id, sizeof icc_id, number, 2, meta->icc + from, n);
         }
     }
-    if (ok && (at = mb_room(&b, len - rest)))
-        memcpy(at, bits + rest, len - rest);
-    else
-        ok = 0;
     if (!ok) {
         free(b.p);
         return gimg_fail(GIMG_E_NOMEM, "out of memory writing JPEG headers");
     }
-    *out = b.p;
-    *out_len = b.len;
+    *head = b.p;
+    *head_len = b.len;
+    *rest_at = rest;
+    return GIMG_OK;
+}
+
+gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
+                                   unsigned char **out, size_t *out_len)
+{
+    unsigned char *head;
+    size_t head_len, rest;
+    *out = NULL;
+    *out_len = 0;
+    gimg_status st = gimg_jpeg_headers(bits, len, meta, &head, &head_len, &rest);
+    if (st)
+        return st;
+    unsigned char *file = realloc(head, head_len + (len - rest));
+    if (!file) {
+        free(head);
+        return gimg_fail(GIMG_E_NOMEM, "out of memory writing JPEG headers");
+    }
+    memcpy(file + head_len, bits + rest, len - rest);
+    *out = file;
+    *out_len = head_len + (len - rest);
     return GIMG_OK;
 }
 

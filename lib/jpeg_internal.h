@@ -42,6 +42,10 @@ gimg_status gimg_jpeg_read_header(const unsigned char *buf, size_t len, gimg_ima
  */
 gimg_status gimg_jpeg_with_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
                                    unsigned char **out, size_t *out_len);
+/* The same file in two parts, without copying bits: *head (malloc'd: SOI
+ * and the headers) and then bits from *rest_at to its end. */
+gimg_status gimg_jpeg_headers(const unsigned char *bits, size_t len, const gimg_meta *meta,
+                              unsigned char **head, size_t *head_len, size_t *rest_at);
 
 /* write.c: writes a bitstream of the GPU's encoder to path ("-": standard
  * output) as gimg_write writes a JPEG: meta as the JPEG codec gets it

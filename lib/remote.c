@@ -560,7 +560,8 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         st = gimg_wire_map(reply_fd, y->image.width && !y->jpeg
                                          ? (size_t)y->pixels_offset + out_bytes
                                          : (size_t)y->result_bytes,
-                           1, &a->map, &a->map_bytes);
+                           /* pixels become the output's own, the rest is copied out */
+                           y->image.width && !y->jpeg, &a->map, &a->map_bytes);
     if (reply_fd >= 0)
         close(reply_fd);
     if (st) {

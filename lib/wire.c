@@ -116,7 +116,9 @@ int gimg_wire_memfd(const char *name, size_t bytes, unsigned char **map)
         close(fd);
         return -1;
     }
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* Every page is written next: made at once rather than a fault each
+     * (2048 for a 4096x4096 photo's 8 MB JPEG). */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
         gimg_fail(GIMG_E_NOMEM, "mapping a memory file of %zu bytes: %s", bytes, strerror(errno));
         close(fd);
@@ -155,8 +157,10 @@ gimg_status gimg_wire_map(int fd, size_t need, int private_copy, unsigned char *
     if ((uint64_t)s.st_size > SIZE_MAX)
         return gimg_fail(GIMG_E_LIMIT, "a memory file too large to map");
     size_t bytes = (size_t)s.st_size;
+    /* A shared view is read whole: its pages mapped at once. (A private
+     * copy's would be copied at once: it is left to its faults.) */
     void *p = private_copy ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0)
-                           : mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
+                           : mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return gimg_fail(GIMG_E_NOMEM, "mapping a memory file of %zu bytes: %s", bytes,
                          strerror(errno));

@@ -491,10 +491,10 @@ static void strips_exact(const gimg_jpeg_strips *p, const unsigned char *f, size
     for (int k = 0; k < n; k++) {
         int a, b, first_row, rows, skip;
         gimg_jpeg_strip_span(p, k, n, &a, &b, &first_row, &rows, &skip);
-        const size_t bytes = gimg_jpeg_strip_bytes(p, a, b);
-        unsigned char *file = malloc(bytes);
+        const size_t file_bytes = gimg_jpeg_strip_bytes(p, a, b);
+        unsigned char *file = malloc(file_bytes);
         gimg_jpeg_strip_write(p, a, b, file);
-        if (decode_threads(file, bytes, 1, &part, why, sizeof why)) {
+        if (decode_threads(file, file_bytes, 1, &part, why, sizeof why)) {
             CHECK(0, "%s: strip %d of %d: %s", what, k, n, why);
         } else {
             CHECK(part.height == gimg_jpeg_strip_height(p, a, b) && part.width == whole.width &&
