@@ -6,12 +6,48 @@
  * JPEG that reads back with the same layout. The GPU codecs' parts that
  * run on the CPU (lib/jpeg_internal.h): the header read without the
  * pixels agrees with decoding wherever decoding succeeds, and the headers
- * put on the input as if the GPU's encoder had made it.
+ * put on the input as if the GPU's encoder had made it. The strips a file
+ * with restart markers is cut in (lib/jpeg_strips.c): their rows cover the
+ * image's once, and where the whole file decodes, each strip's file
+ * decodes to the whole image's rows.
  */
 #include "fuzz_codec.h"
 #include "jpeg_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* The strips of data in n parts: the spans tile the image, and each
+ * strip's file, decoded, holds the rows of whole (when it decoded). */
+static void check_strips(const gimg_jpeg_strips *p, int n, const gimg_image *whole)
+{
+    int next_row = 0;
+    for (int k = 0; k < n; k++) {
+        int a, b, first_row, rows, skip;
+        gimg_jpeg_strip_span(p, k, n, &a, &b, &first_row, &rows, &skip);
+        FUZZ_CHECK(first_row == next_row && rows > 0 && a <= b && b <= p->steps &&
+                       skip + rows <= gimg_jpeg_strip_height(p, a, b),
+                   "strip %d of %d: rows %d+%d, steps %d..%d", k, n, first_row, rows, a, b);
+        next_row = first_row + rows;
+        if (!whole->data)
+            continue;
+        const size_t bytes = gimg_jpeg_strip_bytes(p, a, b);
+        unsigned char *file = malloc(bytes);
+        FUZZ_CHECK(file != NULL, "out of memory");
+        gimg_jpeg_strip_write(p, a, b, file);
+        gimg_image part;
+        gimg_read_opts o = {0};
+        FUZZ_CHECK(gimg_codec_jpeg.decode(file, bytes, &o, &part) == GIMG_OK,
+                   "strip %d of %d does not decode: %s", k, n, gimg_last_error());
+        const size_t row = (size_t)whole->width * (size_t)whole->channels;
+        for (int y = 0; y < rows; y++)
+            FUZZ_CHECK(!memcmp(gimg_row(&part, skip + y), gimg_row(whole, first_row + y), row),
+                       "strip %d of %d: row %d differs", k, n, first_row + y);
+        gimg_image_free(&part);
+        free(file);
+    }
+    FUZZ_CHECK(next_row == p->height, "the strips end at row %d of %d", next_row, p->height);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -31,6 +67,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        shell.channels == im.channels,
                    "the header read (status %d) disagrees with decoding", header);
     gimg_image_free(&shell);
+    gimg_jpeg_strips p;
+    if (gimg_jpeg_strips_plan(data, size, &p)) {
+        FUZZ_CHECK(p.steps >= 2, "a plan of %d steps", p.steps);
+        check_strips(&p, 2, &im);
+        if (p.steps <= 16)
+            check_strips(&p, p.steps, &im);
+        gimg_jpeg_strips_free(&p);
+    }
     if (!im.data)
         return 0;
     FUZZ_CHECK(im.sample == GIMG_U8 && (im.channels == 1 || im.channels == 3),

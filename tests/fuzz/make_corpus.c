@@ -30,7 +30,10 @@
 #include <errno.h>
 #include <gif_lib.h>
 #include <libdeflate.h>
+#include <stdio.h>
 #include <sys/stat.h>
+
+#include <jpeglib.h>
 
 static const char *g_dir;
 static int g_failed;
@@ -127,6 +130,45 @@ static void encoded(const char *name, gimg_format f, int w, int h, int c, gimg_s
     encoded_with(name, f, w, h, c, s, &o);
 }
 
+/* A JPEG with a restart marker at the end of every MCU row (cjpeg
+ * -restart 1), the first component sampled h x v: what jpeg_strips.c
+ * cuts. Written by libjpeg itself (our encoder writes markers from 1 MP). */
+static void restart_jpeg(const char *name, int w, int h, int hs, int vs)
+{
+    gimg_image im;
+    if (gimg_image_alloc(&im, w, h, 3, GIMG_U8) != GIMG_OK) {
+        fprintf(stderr, "make_corpus: %s\n", gimg_last_error());
+        exit(1);
+    }
+    testimg_fill_random(&im, (uint64_t)w * 17 + (uint64_t)h);
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    unsigned char *mem = NULL;
+    unsigned long size = 0;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &mem, &size);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 75, TRUE);
+    c.comp_info[0].h_samp_factor = hs;
+    c.comp_info[0].v_samp_factor = vs;
+    c.restart_in_rows = 1;
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = gimg_row(&im, (int)c.next_scanline);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    put_image(name, mem, size);
+    free(mem);
+    gimg_image_free(&im);
+}
+
 static void encoded_files(void)
 {
     static const gimg_sample depth[] = { GIMG_U8, GIMG_U16 };
@@ -158,6 +200,8 @@ static void encoded_files(void)
     o.jpeg_subsampling = GIMG_SUBSAMPLE_422;
     o.jpeg_progressive = 1;
     encoded_with("jpeg-progressive-422", GIMG_FMT_JPEG, 21, 13, 3, GIMG_U8, &o);
+    restart_jpeg("jpeg-restarts-444", 24, 40, 1, 1);
+    restart_jpeg("jpeg-restarts-420", 40, 50, 2, 2);
     /* TIFF: each compression, each depth. */
     static const gimg_tiff_compression tiff_c[] = {GIMG_TIFF_DEFLATE, GIMG_TIFF_LZW,
                                                    GIMG_TIFF_NONE};
