@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 #if defined(__has_include)
@@ -251,6 +252,25 @@ static void check_headers_equal(gimg_image *im, const char *what)
     CHECK(spliced_len == with_len && !memcmp(spliced, with, with_len),
           "%s: %zu bytes with the headers put on, %zu from the encoder", what, spliced_len,
           with_len);
+    /* Written as the tools write it (the headers, then the bitstream as it
+     * is): the same file. */
+    char path[] = "/tmp/gimg-nvjpeg-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) {
+        close(fd);
+        CHECK(gimg_write_jpeg_bits(path, other.p, other.len, m, &o) == GIMG_OK, "%s: %s", what,
+              gimg_last_error());
+        FILE *f = fopen(path, "rb");
+        unsigned char *got = malloc(with_len + 1);
+        size_t got_len = f && got ? fread(got, 1, with_len + 1, f) : 0;
+        CHECK(got_len == with_len && !memcmp(got, with, with_len),
+              "%s: the file written is %zu bytes, the encoder's %zu", what, got_len, with_len);
+        if (f)
+            fclose(f);
+        free(got);
+        unlink(path);
+    }
     free(with);
     free(bare);
     free(spliced);
