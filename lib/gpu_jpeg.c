@@ -20,9 +20,9 @@
  * JPEG engines (seven on an H100) share it: a 4096x4096 4:4:4 photo of
  * 8.2 MB took 22.3 ms whole, 8.6 ms in strips (H200). A busy decoder
  * (other lanes' images queued or decoding) already has its engines'
- * work: the image goes whole. Not yet for files whose strips would
- * overlap (vertical chroma subsampling: 4:2:0, 4:4:0), which need rows
- * decoded twice and a copy. */
+ * work: the image goes whole. Strips that overlap (vertical chroma
+ * subsampling: 4:2:0, 4:4:0) are decoded into the lane's scratch buffer,
+ * their own rows then copied into place on the lane's stream. */
 #define GIMG_JPEG_STRIP_MIN_PIXELS 4000000
 #define GIMG_JPEG_STRIPS GIMG_JPEG_MAX_BATCH
 static uint64_t g_strip_min_pixels = GIMG_JPEG_STRIP_MIN_PIXELS;
@@ -32,6 +32,11 @@ void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels)
     g_strip_min_pixels = pixels;
 }
 #define GIMG_JPEG_MAX_CALL GIMG_JPEG_MAX_BATCH
+
+/* A lane whose image comes GIMG_JPEG_ALONE_WAITS waits or more after the
+ * last other image does not wait for others (a server's single request,
+ * a tool's single image): none is likely to come within one wait. */
+#define GIMG_JPEG_ALONE_WAITS 4
 
 /* How long a call waits for the other lanes' images: this, and as long
  * again for every megapixel of the waiting image (a lane's other work, on
@@ -83,6 +88,7 @@ typedef struct {
     gimg_nvjpeg_state state[2];
     int state_batch[2];
     int calls, images;           /* for -v: how large the batches were */
+    double last_arrival_ms;      /* when the last image was queued */
 } jpeg_batcher;
 
 struct gimg_gpu_jpeg {
@@ -94,6 +100,8 @@ struct gimg_gpu_jpeg {
     cudaEvent_t ev_decoded;      /* hardware: this lane's image is decoded */
     unsigned char *strips;       /* hardware: the strips' files of its last image */
     size_t strips_cap;
+    unsigned char *d_scratch;    /* hardware: overlapping strips' rows, decoded */
+    size_t scratch_bytes;
     /* The other backends: decoder states by output format (RGB
      * interleaved, gray), made on first use. */
     gimg_nvjpeg_state dec[2];
@@ -288,6 +296,8 @@ void gimg_gpu_jpeg_close(gimg_gpu *g)
         cudaEventDestroy(j->ev_decoded);
     }
     free(j->strips);
+    if (j->d_scratch)
+        gimg_gpu_free(j->d_scratch, j->scratch_bytes);
     if (j->owns_handle && j->batcher) {
         cudaStreamSynchronize(j->batcher->stream);
         batcher_free(j->api, j->batcher);
@@ -352,6 +362,12 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
         pthread_cond_wait(&b->changed, &b->lock);
     for (int i = 0; i < n_parts; i++)
         b->queue[b->queued++] = &r[i];
+    const long wait_us = GIMG_JPEG_BATCH_WAIT_US +
+                         (long)(r->out.pitch[0] / (r->rgb ? 3 : 1) * (size_t)r->rows *
+                                GIMG_JPEG_BATCH_WAIT_US / 1000000);
+    const double now_ms = gimg_now_ms();
+    const int alone = now_ms - b->last_arrival_ms > GIMG_JPEG_ALONE_WAITS * wait_us / 1e3;
+    b->last_arrival_ms = now_ms;
     pthread_cond_broadcast(&b->changed); /* a lane gathering a batch counts it */
     for (;;) {
         int left = 0;
@@ -367,13 +383,10 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
          * image, so that calls are whole batches of one size (a state
          * initialised again for another size costs more than the call);
          * lanes busy elsewhere only cost the wait. An image in strips
-         * is a batch of its own. */
-        if (b->queued < b->lanes) {
+         * is a batch of its own; an image alone waits for no other. */
+        if (b->queued < b->lanes && !alone) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
-            const long wait_us = GIMG_JPEG_BATCH_WAIT_US +
-                                 (long)(r->out.pitch[0] / (r->rgb ? 3 : 1) *
-                                        (size_t)r->rows * GIMG_JPEG_BATCH_WAIT_US / 1000000);
             until.tv_sec += wait_us / 1000000;
             until.tv_nsec += wait_us % 1000000 * 1000L;
             if (until.tv_nsec >= 1000000000L) {
@@ -424,13 +437,21 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
     return GIMG_NVJPEG_SUCCESS;
 }
 
+/* Where a strip's own rows go once decoded into the scratch buffer. */
+typedef struct {
+    size_t from_row, to_row;     /* in the scratch buffer; in the image */
+    int rows;
+} strip_copy;
+
 /* The strips (jpeg_strips.c) of a large image the hardware decoder is to
  * share out: their files in j->strips, each request's output its rows of
- * out. 0 when the image is decoded whole. */
+ * out, or, where strips overlap, its place in j->d_scratch and in *copies
+ * where its own rows go (*n_copies). 0 when the image is decoded whole. */
 static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, size_t len,
                           int width, int height, const gimg_nvjpeg_image *out, int rgb,
-                          decode_request *r)
+                          decode_request *r, strip_copy *copies, int *n_copies)
 {
+    *n_copies = 0;
     jpeg_batcher *batcher = j->batcher;
     pthread_mutex_lock(&batcher->lock);
     const int idle = !batcher->queued && !batcher->decoding;
@@ -439,27 +460,41 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
     if (!idle || (uint64_t)width * (uint64_t)height < g_strip_min_pixels ||
         !gimg_jpeg_strips_plan(bits, len, &p))
         return 0;
-    const int n = p.overlap ? 0 : p.steps < GIMG_JPEG_STRIPS ? p.steps : GIMG_JPEG_STRIPS;
-    if (n < 2) {
-        gimg_jpeg_strips_free(&p);
-        return 0;
-    }
-    size_t bytes = 0;
+    const int n = p.steps < GIMG_JPEG_STRIPS ? p.steps : GIMG_JPEG_STRIPS;
+    size_t bytes = 0, scratch_rows = 0;
     for (int k = 0; k < n; k++) {
         int a, b, first_row, rows, skip;
         gimg_jpeg_strip_span(&p, k, n, &a, &b, &first_row, &rows, &skip);
         bytes += gimg_jpeg_strip_bytes(&p, a, b);
+        scratch_rows += (size_t)gimg_jpeg_strip_height(&p, a, b);
     }
-    if (bytes > j->strips_cap) {
+    const size_t pitch = out->pitch[0];
+    int ok = n >= 2;
+    if (ok && bytes > j->strips_cap) {
         unsigned char *grown = realloc(j->strips, bytes);
-        if (!grown) {
-            gimg_jpeg_strips_free(&p);
-            return 0;
+        ok = grown != NULL;
+        if (ok) {
+            j->strips = grown;
+            j->strips_cap = bytes;
         }
-        j->strips = grown;
-        j->strips_cap = bytes;
     }
-    size_t at = 0;
+    if (ok && p.overlap && scratch_rows * pitch > j->scratch_bytes) {
+        if (j->d_scratch)
+            gimg_gpu_free(j->d_scratch, j->scratch_bytes);
+        j->d_scratch = NULL;
+        j->scratch_bytes = 0;
+        void *d = NULL;
+        ok = gimg_gpu_malloc(&d, scratch_rows * pitch) == GIMG_OK;
+        if (ok) {
+            j->d_scratch = d;
+            j->scratch_bytes = scratch_rows * pitch;
+        }
+    }
+    if (!ok) {
+        gimg_jpeg_strips_free(&p);
+        return 0;
+    }
+    size_t at = 0, scratch_row = 0;
     for (int k = 0; k < n; k++) {
         int a, b, first_row, rows, skip;
         gimg_jpeg_strip_span(&p, k, n, &a, &b, &first_row, &rows, &skip);
@@ -468,9 +503,16 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
         r[k] = (decode_request){.bits = j->strips + at, .len = strip_bytes, .out = *out,
                                 .rgb = rgb, .rows = rows, .first = k == 0, .parts = n,
                                 .ev = j->ev_decoded};
-        r[k].out.channel[0] = out->channel[0] + (size_t)first_row * out->pitch[0];
+        if (p.overlap) {
+            r[k].out.channel[0] = j->d_scratch + scratch_row * pitch;
+            copies[k] = (strip_copy){scratch_row + (size_t)skip, (size_t)first_row, rows};
+            scratch_row += (size_t)gimg_jpeg_strip_height(&p, a, b);
+        } else {
+            r[k].out.channel[0] = out->channel[0] + (size_t)first_row * pitch;
+        }
         at += strip_bytes;
     }
+    *n_copies = p.overlap ? n : 0;
     gimg_jpeg_strips_free(&p);
     return n;
 }
@@ -495,7 +537,9 @@ gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t 
          * on the buffer (a new one's clearing) comes first. */
         GIMG_CUDA(cudaStreamSynchronize(g->stream));
         decode_request r[GIMG_JPEG_STRIPS];
-        int n = strip_requests(j, bits, len, width, height, &out, rgb, r);
+        strip_copy copies[GIMG_JPEG_STRIPS];
+        int n_copies;
+        int n = strip_requests(j, bits, len, width, height, &out, rgb, r, copies, &n_copies);
         if (!n) {
             r[0] = (decode_request){.bits = bits, .len = len, .out = out, .rgb = rgb,
                                     .rows = height, .first = 1, .parts = 1,
@@ -504,6 +548,14 @@ gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t 
         }
         NV(decode_on_hardware(j, r, n), "decoding");
         GIMG_CUDA(cudaStreamWaitEvent(g->stream, j->ev_decoded, 0));
+        const size_t row_bytes = (size_t)width * (size_t)channels;
+        for (int k = 0; k < n_copies; k++)
+            GIMG_CUDA(cudaMemcpy2DAsync((unsigned char *)d->d_data +
+                                            copies[k].to_row * d->pitch_bytes,
+                                        d->pitch_bytes,
+                                        j->d_scratch + copies[k].from_row * d->pitch_bytes,
+                                        d->pitch_bytes, row_bytes, (size_t)copies[k].rows,
+                                        cudaMemcpyDeviceToDevice, g->stream));
         return GIMG_OK;
     }
     if (!j->dec[rgb])
