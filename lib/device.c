@@ -77,6 +77,7 @@ struct gimg_ctx {
     int jpeg_remote;                /* the server's codecs serve the job instead */
     int jpeg_gpu_decoded, jpeg_gpu_encoded, jpeg_cpu; /* for -v */
     double jpeg_decode_ms, jpeg_encode_ms; /* the lanes' time in them, for -v */
+    int jpeg_in_flight;             /* images the GPU's decoder took, not yet done */
     char jpeg_cpu_why[160];         /* the last reason a JPEG went to the CPU */
     char jpeg_auto[200];            /* --device auto's choice of codecs, for -v */
     /* --device auto's choices of device (cost.h), for -v: how many, their
@@ -119,6 +120,8 @@ static _Thread_local int t_lane;
 /* The lane's input is on its GPU (gimg_ctx_gpu_decode_jpeg), without
  * pixels on the host: its operation cannot fall back to the CPU. */
 static _Thread_local int t_input_on_gpu;
+/* This lane's image counts in jpeg_in_flight (local_decode_jpeg). */
+static _Thread_local int t_jpeg_in_flight;
 /* The job the calling thread last gave this process's GPU, for the
  * measurement of its kernel and copies (gimg_ctx_add_gpu_times). */
 static _Thread_local gimg_cost_job t_gpu_job;
@@ -674,6 +677,17 @@ void gimg_ctx_count_cpu_codec(gimg_ctx *ctx, const char *why)
     pthread_mutex_unlock(&ctx->lock);
 }
 
+/* This lane's image no longer counts in jpeg_in_flight. */
+static void jpeg_done(gimg_ctx *ctx)
+{
+    if (!t_jpeg_in_flight)
+        return;
+    t_jpeg_in_flight = 0;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->jpeg_in_flight--;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 /* The GPU codecs of this process (CUDA builds): a lane's nvJPEG. */
 #ifdef GIMG_HAVE_CUDA
 static gimg_status local_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, size_t len,
@@ -688,9 +702,17 @@ static gimg_status local_decode_jpeg(gimg_ctx *ctx, const unsigned char *bits, s
         return gimg_fail(GIMG_E_DEVICE, "%s", slot->jpeg_why[0] ? slot->jpeg_why
                                                                : "nvJPEG is not started");
     const double t0 = gimg_now_ms();
+    /* An image alone in the job (a single file, the server's one request)
+     * may be cut in strips over the GPU's JPEG engines; a batch's never. */
+    pthread_mutex_lock(&ctx->lock);
+    const int alone = ++ctx->jpeg_in_flight == 1;
+    pthread_mutex_unlock(&ctx->lock);
+    t_jpeg_in_flight = 1;
     if ((st = gimg_gpu_jpeg_decode(g, bits, len, shell->width, shell->height, shell->channels,
-                                   &g->decoded)))
+                                   alone, &g->decoded))) {
+        jpeg_done(ctx);
         return st;
+    }
     shell->device = &g->decoded;
     t_input_on_gpu = 1;
     pthread_mutex_lock(&ctx->lock);
@@ -770,6 +792,7 @@ void gimg_ctx_gpu_keep_outputs(gimg_ctx *ctx, const gimg_write_opts *jpeg)
 void gimg_ctx_gpu_item_done(gimg_ctx *ctx)
 {
     t_input_on_gpu = 0;
+    jpeg_done(ctx);
     if (ctx->jpeg_remote)
         gimg_remote_jpeg_done();
     else if (ctx->want_jpeg)

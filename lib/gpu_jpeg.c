@@ -15,14 +15,18 @@
  * images decode, the other half's are convolved and encoded. */
 #define GIMG_JPEG_MAX_BATCH 8
 /* An image of GIMG_JPEG_STRIP_MIN_PIXELS or more whose restart markers
- * allow it (jpeg_strips.c), coming to an idle decoder, is decoded in up
- * to GIMG_JPEG_STRIPS strips, the images of one call, so that the GPU's
- * JPEG engines (seven on an H100) share it: a 4096x4096 4:4:4 photo of
- * 8.2 MB took 22.3 ms whole, 8.6 ms in strips (H200). A busy decoder
- * (other lanes' images queued or decoding) already has its engines'
- * work: the image goes whole. Strips that overlap (vertical chroma
- * subsampling: 4:2:0, 4:4:0) are decoded into the lane's scratch buffer,
- * their own rows then copied into place on the lane's stream. */
+ * allow it (jpeg_strips.c), alone (the caller's word: no other image of
+ * its job in flight) and coming to an idle decoder, is decoded in up to
+ * GIMG_JPEG_STRIPS strips, in a call of their own, so that the GPU's JPEG
+ * engines (seven on an H100) share it: a 4096x4096 photo took 21.4 ms
+ * whole and 8.7 ms in strips at 4:4:4, 12.9 and 5.1 ms at 4:2:0 (H200).
+ * Where other images are in flight the engines have their work, and the
+ * image goes whole: strips among a batch's images, in the queue's calls,
+ * twice stopped a batch of 16 MP photos through gimgd for good (not
+ * traced), so a batch's images are never cut, and strips never share a
+ * call. Strips that overlap (vertical chroma subsampling: 4:2:0, 4:4:0)
+ * are decoded into the lane's scratch buffer, their own rows then copied
+ * into place on the lane's stream. */
 #define GIMG_JPEG_STRIP_MIN_PIXELS 4000000
 #define GIMG_JPEG_STRIPS GIMG_JPEG_MAX_BATCH
 static uint64_t g_strip_min_pixels = GIMG_JPEG_STRIP_MIN_PIXELS;
@@ -31,12 +35,6 @@ void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels)
 {
     g_strip_min_pixels = pixels;
 }
-#define GIMG_JPEG_MAX_CALL GIMG_JPEG_MAX_BATCH
-
-/* A lane whose image comes GIMG_JPEG_ALONE_WAITS waits or more after the
- * last other image does not wait for others (a server's single request,
- * a tool's single image): none is likely to come within one wait. */
-#define GIMG_JPEG_ALONE_WAITS 4
 
 /* How long a call waits for the other lanes' images: this, and as long
  * again for every megapixel of the waiting image (a lane's other work, on
@@ -50,8 +48,6 @@ typedef struct {
     gimg_nvjpeg_image out;
     int rgb;                     /* output format: RGB interleaved, else gray */
     int rows;                    /* the image's height */
-    int first;                   /* the first (or only) strip of its image */
-    int parts;                   /* its image's strips (1: whole) */
     int done, status;            /* nvJPEG's status once done */
     cudaEvent_t ev;              /* recorded on the decoder's stream after it */
 } decode_request;
@@ -88,7 +84,6 @@ typedef struct {
     gimg_nvjpeg_state state[2];
     int state_batch[2];
     int calls, images;           /* for -v: how large the batches were */
-    double last_arrival_ms;      /* when the last image was queued */
 } jpeg_batcher;
 
 struct gimg_gpu_jpeg {
@@ -340,9 +335,9 @@ static int decode_batch(struct gimg_gpu_jpeg *j, jpeg_batcher *b, decode_request
     }
     if (s)
         return s;
-    const unsigned char *data[GIMG_JPEG_MAX_CALL];
-    size_t lengths[GIMG_JPEG_MAX_CALL];
-    gimg_nvjpeg_image outs[GIMG_JPEG_MAX_CALL];
+    const unsigned char *data[GIMG_JPEG_MAX_BATCH];
+    size_t lengths[GIMG_JPEG_MAX_BATCH];
+    gimg_nvjpeg_image outs[GIMG_JPEG_MAX_BATCH];
     for (int i = 0; i < n; i++) {
         data[i] = reqs[i]->bits;
         lengths[i] = reqs[i]->len;
@@ -351,30 +346,17 @@ static int decode_batch(struct gimg_gpu_jpeg *j, jpeg_batcher *b, decode_request
     return j->api->DecodeBatched(j->handle, b->state[rgb], data, lengths, outs, b->stream);
 }
 
-/* Queues r[0 .. n-1] (an image, or its strips) on g's GPU's hardware
- * decoder and returns once they are decoded (or have failed): the first
- * failure's status. See jpeg_batcher. */
-static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_parts)
+/* Queues r on g's GPU's hardware decoder and returns once it is decoded
+ * (or has failed): its status. See jpeg_batcher. */
+static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r)
 {
     jpeg_batcher *b = j->batcher;
     pthread_mutex_lock(&b->lock);
-    while (b->queued > (int)(sizeof b->queue / sizeof b->queue[0]) - n_parts)
+    while (b->queued == (int)(sizeof b->queue / sizeof b->queue[0]))
         pthread_cond_wait(&b->changed, &b->lock);
-    for (int i = 0; i < n_parts; i++)
-        b->queue[b->queued++] = &r[i];
-    const long wait_us = GIMG_JPEG_BATCH_WAIT_US +
-                         (long)(r->out.pitch[0] / (r->rgb ? 3 : 1) * (size_t)r->rows *
-                                GIMG_JPEG_BATCH_WAIT_US / 1000000);
-    const double now_ms = gimg_now_ms();
-    const int alone = now_ms - b->last_arrival_ms > GIMG_JPEG_ALONE_WAITS * wait_us / 1e3;
-    b->last_arrival_ms = now_ms;
+    b->queue[b->queued++] = r;
     pthread_cond_broadcast(&b->changed); /* a lane gathering a batch counts it */
-    for (;;) {
-        int left = 0;
-        for (int i = 0; i < n_parts; i++)
-            left += !r[i].done;
-        if (!left)
-            break;
+    while (!r->done) {
         if (b->decoding) {
             pthread_cond_wait(&b->changed, &b->lock);
             continue;
@@ -382,11 +364,13 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
         /* This lane decodes: first it waits, a little, for every lane's
          * image, so that calls are whole batches of one size (a state
          * initialised again for another size costs more than the call);
-         * lanes busy elsewhere only cost the wait. An image in strips
-         * is a batch of its own; an image alone waits for no other. */
-        if (b->queued < b->lanes && !alone) {
+         * lanes busy elsewhere only cost the wait. */
+        if (b->queued < b->lanes) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
+            const long wait_us = GIMG_JPEG_BATCH_WAIT_US +
+                                 (long)(r->out.pitch[0] / (r->rgb ? 3 : 1) *
+                                        (size_t)r->rows * GIMG_JPEG_BATCH_WAIT_US / 1000000);
             until.tv_sec += wait_us / 1000000;
             until.tv_nsec += wait_us % 1000000 * 1000L;
             if (until.tv_nsec >= 1000000000L) {
@@ -398,25 +382,18 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
                    pthread_cond_timedwait(&b->changed, &b->lock, &until) == 0)
                 ;
         }
-        /* The call: the queued images (or strips) of r's output format, a
-         * batch of them at most. */
-        decode_request *batch[GIMG_JPEG_MAX_CALL];
-        int n = 0, kept = 0, images = 0, cap = b->lanes;
+        decode_request *batch[GIMG_JPEG_MAX_BATCH];
+        int n = 0, kept = 0;
         for (int i = 0; i < b->queued; i++) {
-            decode_request *q = b->queue[i];
-            if (!n && q->rgb == r->rgb && q->parts > cap)
-                cap = q->parts; /* an image in strips: all of them at once */
-            if (q->rgb == r->rgb && n < cap) {
-                images += q->first;
-                batch[n++] = q;
-            } else {
-                b->queue[kept++] = q;
-            }
+            if (n < b->lanes && b->queue[i]->rgb == r->rgb)
+                batch[n++] = b->queue[i];
+            else
+                b->queue[kept++] = b->queue[i];
         }
         b->queued = kept;
         b->decoding = 1;
         b->calls++;
-        b->images += images;
+        b->images += n;
         pthread_mutex_unlock(&b->lock);
         int s = decode_batch(j, b, batch, n);
         for (int i = 0; i < n; i++) {
@@ -431,10 +408,32 @@ static int decode_on_hardware(struct gimg_gpu_jpeg *j, decode_request *r, int n_
         pthread_cond_broadcast(&b->changed);
     }
     pthread_mutex_unlock(&b->lock);
-    for (int i = 0; i < n_parts; i++)
-        if (r[i].status)
-            return r[i].status;
-    return GIMG_NVJPEG_SUCCESS;
+    return r->status;
+}
+
+/* An image's strips r[0 .. n-1] in a call of their own on the hardware
+ * decoder, once no other call runs (the queued images wait meanwhile):
+ * never mixed with other images, nor spread over calls. */
+static int decode_strips_alone(struct gimg_gpu_jpeg *j, decode_request *r, int n)
+{
+    jpeg_batcher *b = j->batcher;
+    decode_request *parts[GIMG_JPEG_STRIPS];
+    for (int i = 0; i < n; i++)
+        parts[i] = &r[i];
+    pthread_mutex_lock(&b->lock);
+    while (b->decoding)
+        pthread_cond_wait(&b->changed, &b->lock);
+    b->decoding = 1;
+    b->calls++;
+    b->images++;
+    pthread_mutex_unlock(&b->lock);
+    const int s = decode_batch(j, b, parts, n);
+    cudaEventRecord(j->ev_decoded, b->stream);
+    pthread_mutex_lock(&b->lock);
+    b->decoding = 0;
+    pthread_cond_broadcast(&b->changed);
+    pthread_mutex_unlock(&b->lock);
+    return s;
 }
 
 /* Where a strip's own rows go once decoded into the scratch buffer. */
@@ -501,8 +500,7 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
         const size_t strip_bytes = gimg_jpeg_strip_bytes(&p, a, b);
         gimg_jpeg_strip_write(&p, a, b, j->strips + at);
         r[k] = (decode_request){.bits = j->strips + at, .len = strip_bytes, .out = *out,
-                                .rgb = rgb, .rows = rows, .first = k == 0, .parts = n,
-                                .ev = j->ev_decoded};
+                                .rgb = rgb, .rows = rows, .ev = j->ev_decoded};
         if (p.overlap) {
             r[k].out.channel[0] = j->d_scratch + scratch_row * pitch;
             copies[k] = (strip_copy){scratch_row + (size_t)skip, (size_t)first_row, rows};
@@ -518,7 +516,7 @@ static int strip_requests(struct gimg_gpu_jpeg *j, const unsigned char *bits, si
 }
 
 gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t len, int width,
-                                 int height, int channels, gimg_dimage *d)
+                                 int height, int channels, int alone, gimg_dimage *d)
 {
     struct gimg_gpu_jpeg *j = g->jpeg;
     if (!j)
@@ -538,15 +536,17 @@ gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t 
         GIMG_CUDA(cudaStreamSynchronize(g->stream));
         decode_request r[GIMG_JPEG_STRIPS];
         strip_copy copies[GIMG_JPEG_STRIPS];
-        int n_copies;
-        int n = strip_requests(j, bits, len, width, height, &out, rgb, r, copies, &n_copies);
-        if (!n) {
+        int n_copies = 0;
+        const int n = alone ? strip_requests(j, bits, len, width, height, &out, rgb, r, copies,
+                                             &n_copies)
+                            : 0;
+        if (!n || decode_strips_alone(j, r, n)) {
+            /* Whole (a strip nvJPEG refused: the file as it is, once more). */
+            n_copies = 0;
             r[0] = (decode_request){.bits = bits, .len = len, .out = out, .rgb = rgb,
-                                    .rows = height, .first = 1, .parts = 1,
-                                    .ev = j->ev_decoded};
-            n = 1;
+                                    .rows = height, .ev = j->ev_decoded};
+            NV(decode_on_hardware(j, &r[0]), "decoding");
         }
-        NV(decode_on_hardware(j, r, n), "decoding");
         GIMG_CUDA(cudaStreamWaitEvent(g->stream, j->ev_decoded, 0));
         const size_t row_bytes = (size_t)width * (size_t)channels;
         for (int k = 0; k < n_copies; k++)

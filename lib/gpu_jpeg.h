@@ -49,10 +49,11 @@ int gimg_gpu_jpeg_ready(const gimg_gpu *g, int *hardware, int *calls, int *image
 /* Decodes the JPEG bits[0 .. len-1], which gimg_jpeg_read_header found
  * taken by the GPU, into the lane's decoded-input buffer
  * (GIMG_GPU_SLOT_DECODED): *d is width x height x channels (1 or 3) 8-bit,
- * ready on g's stream. GIMG_E_FORMAT when nvJPEG refuses the file (the
+ * ready on g's stream. alone: no other image of the job is in flight, so
+ * that a large one may be cut in strips (gpu_jpeg.c). GIMG_E_FORMAT when nvJPEG refuses the file (the
  * caller decodes it on the CPU). */
 gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t len, int width,
-                                 int height, int channels, gimg_dimage *d);
+                                 int height, int channels, int alone, gimg_dimage *d);
 
 /* Images of this many pixels or more are decoded in strips where their
  * restart markers allow it (gpu_jpeg.c says when); UINT64_MAX: never. For

@@ -96,7 +96,7 @@ static gimg_status gpu_decode(const unsigned char *buf, size_t len, gimg_image *
     if (!(st = gimg_gpu_image(g_gpu, GIMG_GPU_SLOT_DECODED, shell.width, shell.height,
                               shell.channels, GIMG_U8, &d))) {
         GIMG_CUDA(cudaMemsetAsync(d.d_data, 0xA5, d.pitch_bytes * (size_t)d.height, g_gpu->stream));
-        st = gimg_gpu_jpeg_decode(g_gpu, buf, len, shell.width, shell.height, shell.channels,
+        st = gimg_gpu_jpeg_decode(g_gpu, buf, len, shell.width, shell.height, shell.channels, 1,
                                   &d);
     }
     if (!st && !(st = gimg_image_alloc(out, shell.width, shell.height, shell.channels, GIMG_U8))) {
@@ -340,7 +340,7 @@ static void time_codecs(void)
         gimg_gpu_jpeg_set_strip_min_pixels(cases[c].strips ? 4000000 : UINT64_MAX);
         for (int r = 0; r < 16; r++) {
             double t0 = now_ms();
-            if (gimg_gpu_jpeg_decode(g_gpu, buf, len, w, h, 3, &d) ||
+            if (gimg_gpu_jpeg_decode(g_gpu, buf, len, w, h, 3, 1, &d) ||
                 cudaStreamSynchronize(g_gpu->stream))
                 return;
             double t1 = now_ms();
@@ -381,7 +381,7 @@ static void *lane_loop(void *arg)
         unsigned char *out = NULL;
         size_t out_len = 0;
         if (!(l->st = gimg_gpu_bind(l->g)) &&
-            !(l->st = gimg_gpu_jpeg_decode(l->g, l->buf, l->len, l->w, l->h, 3, &d)))
+            !(l->st = gimg_gpu_jpeg_decode(l->g, l->buf, l->len, l->w, l->h, 3, 0, &d)))
             l->st = gimg_gpu_jpeg_encode(l->g, &d, 90, GIMG_NVJPEG_CSS_420, &out, &out_len);
         free(out);
     }
