@@ -107,16 +107,18 @@ static gimg_status gpu_decode(const unsigned char *buf, size_t len, gimg_image *
     return st;
 }
 
+/* Every subsampling the GPU decodes. */
+static const struct {
+    const char *name;
+    int channels;
+    gimg_subsampling sub;
+} kinds[] = {{"4:4:4", 3, GIMG_SUBSAMPLE_444},
+             {"4:2:2", 3, GIMG_SUBSAMPLE_422},
+             {"4:2:0", 3, GIMG_SUBSAMPLE_420},
+             {"gray", 1, GIMG_SUBSAMPLE_AUTO}};
+
 static void test_decode_bound(void)
 {
-    static const struct {
-        const char *name;
-        int channels;
-        gimg_subsampling sub;
-    } kinds[] = {{"4:4:4", 3, GIMG_SUBSAMPLE_444},
-                 {"4:2:2", 3, GIMG_SUBSAMPLE_422},
-                 {"4:2:0", 3, GIMG_SUBSAMPLE_420},
-                 {"gray", 1, GIMG_SUBSAMPLE_AUTO}};
     static const int sizes[][2] = {{1, 1}, {17, 9}, {4097, 3}, {333, 251}, {1200, 850},
                                    {3000, 2000}};
     const int n_sizes = g_small ? 4 : (int)(sizeof sizes / sizeof sizes[0]);
@@ -161,14 +163,6 @@ static void test_decode_bound(void)
  * included; and within the bound of libjpeg-turbo's decoding. */
 static void test_decode_strips(void)
 {
-    static const struct {
-        const char *name;
-        int channels;
-        gimg_subsampling sub;
-    } kinds[] = {{"4:4:4", 3, GIMG_SUBSAMPLE_444},
-                 {"4:2:2", 3, GIMG_SUBSAMPLE_422},
-                 {"4:2:0", 3, GIMG_SUBSAMPLE_420},
-                 {"gray", 1, GIMG_SUBSAMPLE_AUTO}};
     const int w = g_small ? 2100 : 4099, h = g_small ? 1905 : 1201;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         gimg_image im, whole, strips, cpu;
