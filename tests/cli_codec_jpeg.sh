@@ -544,4 +544,40 @@ else
     skip meta "cjpeg or exiftool is not installed"
 fi
 
+# A JPEG with restart markers (ours, from 1 MP) is decoded in strips on
+# several threads (lib/jpeg_strips.c): the same pixels as djpeg, and a
+# damaged one refused as on one thread, by name, with no output.
+"$GEN" --seed 12 1200 900 3 8 - | "$PROG" --op flip - strips.jpg
+why=""
+"$PROG" -j 2 --op flip strips.jpg strips2.ppm 2>err.txt || why="exit $?: $(cat err.txt)"
+"$PROG" -j 1 --op flip strips.jpg strips1.ppm 2>/dev/null || why="exit $? on one thread"
+[ -z "$why" ] && ! cmp -s strips1.ppm strips2.ppm && why="two threads gave other pixels"
+if [ -z "$why" ] && command -v djpeg >/dev/null; then
+    djpeg -ppm strips.jpg | "$PROG" --op flip - strips-djpeg.ppm && cmp -s strips-djpeg.ppm strips2.ppm ||
+        why="not djpeg's pixels"
+fi
+result strips-decode "$why"
+why=""
+python3 - strips.jpg strips-bad.jpg <<'EOF2'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+# Garble the data of a restart interval in the middle (no 0xFF made).
+marks = [i for i in range(len(b) - 1) if b[i] == 0xFF and 0xD0 <= b[i + 1] <= 0xD7]
+a, z = marks[len(marks) // 2], marks[len(marks) // 2 + 1]
+for i in range(a + 2, z - 2, 5):
+    if b[i] != 0xFF and b[i - 1] != 0xFF and b[i] ^ 0x5A != 0xFF:
+        b[i] ^= 0x5A
+open(sys.argv[2], "wb").write(b)
+EOF2
+rm -f bad1.ppm bad2.ppm
+"$PROG" -j 1 --op flip strips-bad.jpg bad1.ppm 2>err1.txt
+s1=$?
+"$PROG" -j 2 --op flip strips-bad.jpg bad2.ppm 2>err2.txt
+s2=$?
+[ "$s1" = "$s2" ] || why="exit $s1 on one thread, $s2 on two"
+[ -z "$why" ] && ! cmp -s err1.txt err2.txt && why="messages differ: $(cat err1.txt) / $(cat err2.txt)"
+[ -z "$why" ] && [ "$s2" = 1 ] && { [ -e bad2.ppm ] && why="output left"; grep -q 'strips-bad.jpg' err2.txt || why="file not named: $(cat err2.txt)"; }
+[ -z "$why" ] && [ "$s2" = 0 ] && ! cmp -s bad1.ppm bad2.ppm && why="other pixels on two threads"
+result strips-damaged-as-one-thread "$why"
+
 exit $failed
