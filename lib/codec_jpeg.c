@@ -355,8 +355,8 @@ static int sniff(const unsigned char *buf, size_t len)
 /* The first frame header (SOFn) before the first scan, found by walking
  * the segments as libjpeg does (gimg_jpeg_next_marker()), so that the
  * image's size is judged before libjpeg reads anything else: a file of a
- * huge SOF and no scan is refused for its size. 0 when there is none before SOS or
- * EOI; libjpeg then says what is wrong. */
+ * huge SOF and no scan is refused for its size. 0 when there is none
+ * before SOS or EOI; libjpeg then says what is wrong. */
 static int find_frame(const unsigned char *buf, size_t len, unsigned *width, unsigned *height,
                       int *components)
 {
@@ -833,8 +833,9 @@ static gimg_status header_run(jpeg_reader *r, const unsigned char *buf, size_t l
 
 /* Strip k of n of p (jpeg_strips.c) into im's rows: its own file, decoded
  * as any file is (warnings are errors), its overlap rows read into a
- * scratch row and dropped. Stops after the strip's last row (the rows
- * below are the next strip's). */
+ * scratch row (r's CMYK row buffer: strips are never CMYK) and dropped.
+ * Stops after the strip's last row (the rows below are the next
+ * strip's). */
 static gimg_status strip_run(jpeg_reader *r, const gimg_jpeg_strips *p, int k, int n,
                              gimg_image *im, unsigned char **file)
 {
