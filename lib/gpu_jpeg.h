@@ -50,8 +50,8 @@ int gimg_gpu_jpeg_ready(const gimg_gpu *g, int *hardware, int *calls, int *image
  * taken by the GPU, into the lane's decoded-input buffer
  * (GIMG_GPU_SLOT_DECODED): *d is width x height x channels (1 or 3) 8-bit,
  * ready on g's stream. alone: no other image of the job is in flight, so
- * that a large one may be cut in strips (gpu_jpeg.c). GIMG_E_FORMAT when nvJPEG refuses the file (the
- * caller decodes it on the CPU). */
+ * that a large one may be cut in strips (gpu_jpeg.c). GIMG_E_FORMAT when
+ * nvJPEG refuses the file (the caller decodes it on the CPU). */
 gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t len, int width,
                                  int height, int channels, int alone, gimg_dimage *d);
 

@@ -2,7 +2,9 @@
  * jpeg_internal.h — what codec_jpeg.c (libjpeg-turbo) offers the GPU
  * codecs (gpu_jpeg.c, driver.c): a JPEG's header read without its pixels,
  * whether the GPU's decoders take it, and the headers (JFIF, metadata) put
- * on a bitstream the GPU's encoder made. Compiled in every build.
+ * on a bitstream the GPU's encoder made; and jpeg_strips.c's cutting of a
+ * file at its restart markers, which both decoders use. Compiled in every
+ * build.
  */
 #ifndef GIMG_JPEG_INTERNAL_H
 #define GIMG_JPEG_INTERNAL_H
