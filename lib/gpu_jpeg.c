@@ -33,7 +33,7 @@ static uint64_t g_strip_min_pixels = GIMG_JPEG_STRIP_MIN_PIXELS;
 
 void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels)
 {
-    g_strip_min_pixels = pixels;
+    g_strip_min_pixels = pixels ? pixels : GIMG_JPEG_STRIP_MIN_PIXELS;
 }
 
 /* How long a call waits for the other lanes' images: this, and as long

@@ -56,8 +56,8 @@ gimg_status gimg_gpu_jpeg_decode(gimg_gpu *g, const unsigned char *bits, size_t 
                                  int height, int channels, int alone, gimg_dimage *d);
 
 /* Images of this many pixels or more are decoded in strips where their
- * restart markers allow it (gpu_jpeg.c says when); UINT64_MAX: never. For
- * tests and benchmarks, before any decoding. */
+ * restart markers allow it (gpu_jpeg.c says when); UINT64_MAX: never; 0:
+ * the default again. For tests and benchmarks, between decodings. */
 void gimg_gpu_jpeg_set_strip_min_pixels(uint64_t pixels);
 
 /* Encodes d (8-bit gray or RGB) at quality 1-100 with chroma subsampling

@@ -196,7 +196,7 @@ static void test_decode_strips(void)
             gimg_image_free(&whole);
         if (!st2)
             gimg_image_free(&strips);
-        gimg_gpu_jpeg_set_strip_min_pixels(4000000);
+        gimg_gpu_jpeg_set_strip_min_pixels(0);
         gimg_image_free(&im);
         free(buf);
     }
@@ -331,7 +331,7 @@ static void time_codecs(void)
                         90, 3, &im, &buf, &len) ||
             gimg_jpeg_read_header(buf, len, &shell, &facts) || facts.gpu_refusal)
             return;
-        gimg_gpu_jpeg_set_strip_min_pixels(cases[c].strips ? 4000000 : UINT64_MAX);
+        gimg_gpu_jpeg_set_strip_min_pixels(cases[c].strips ? 0 : UINT64_MAX);
         for (int r = 0; r < 16; r++) {
             double t0 = now_ms();
             if (gimg_gpu_jpeg_decode(g_gpu, buf, len, w, h, 3, 1, &d) ||
@@ -344,7 +344,7 @@ static void time_codecs(void)
             enc[r] = now_ms() - t1;
             free(out);
         }
-        gimg_gpu_jpeg_set_strip_min_pixels(4000000);
+        gimg_gpu_jpeg_set_strip_min_pixels(0);
         qsort(dec + 1, 15, sizeof *dec, by_value);
         qsort(enc + 1, 15, sizeof *enc, by_value);
         printf("  time %dx%d %s q90 (%zu bytes)%s: decode %.3f ms, encode %.3f ms (median of "

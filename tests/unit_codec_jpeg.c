@@ -374,12 +374,14 @@ static unsigned char *decode_cmyk_samples(const bytes *f)
 
 /* libjpeg's own encoder, as cjpeg runs it: quality q, the first component
  * of a colour image sampled h x v, Huffman optimisation on or off, a
- * restart marker every `restart_rows` MCU rows (0: none), and an optional
- * scan script: what cjpeg [-optimize] [-restart N] [-scans F] writes. */
+ * restart marker every `restart_rows` MCU rows (0: none) or else every
+ * `restart_mcus` MCUs, and an optional scan script: what cjpeg
+ * [-optimize] [-restart N[B]] [-scans F] writes. */
 typedef struct {
     int quality, h, v, optimize, restart_rows;
     const jpeg_scan_info *script;
     int nscans;
+    int restart_mcus;
 } libjpeg_opts;
 
 static void opts_setup(j_compress_ptr c, void *user)
@@ -392,6 +394,7 @@ static void opts_setup(j_compress_ptr c, void *user)
     }
     c->optimize_coding = o->optimize ? TRUE : FALSE;
     c->restart_in_rows = o->restart_rows;
+    c->restart_interval = (unsigned)o->restart_mcus;
     if (o->script) {
         c->scan_info = o->script;
         c->num_scans = o->nscans;
@@ -408,42 +411,25 @@ static bytes libjpeg_encode(const gimg_image *im, const libjpeg_opts *o)
 static bytes encode_direct(const gimg_image *im, int q, int optimize,
                            const jpeg_scan_info *script, int nscans)
 {
-    const libjpeg_opts o = {q, 1, 1, optimize, 0, script, nscans};
+    const libjpeg_opts o = {q, 1, 1, optimize, 0, script, nscans, 0};
     return libjpeg_encode(im, &o);
 }
 
 /* cjpeg -optimize [-restart N]: sampling h x v. */
 static bytes libjpeg_optimised(const gimg_image *im, int q, int h, int v, int restart_rows)
 {
-    const libjpeg_opts o = {q, h, v, 1, restart_rows, NULL, 0};
+    const libjpeg_opts o = {q, h, v, 1, restart_rows, NULL, 0, 0};
     return libjpeg_encode(im, &o);
 }
 
 /* ----------------------------------------- decoding in strips */
 
-/* libjpeg's encoder with a restart interval of `mcus` MCUs (or `rows`
- * MCU rows), the first component sampled h x v. */
-typedef struct {
-    int h, v, rows, mcus;
-} restart_opts;
-
-static void restart_setup(j_compress_ptr c, void *user)
-{
-    const restart_opts *o = user;
-    jpeg_set_quality(c, 85, TRUE);
-    if (c->input_components == 3) {
-        c->comp_info[0].h_samp_factor = o->h;
-        c->comp_info[0].v_samp_factor = o->v;
-    }
-    c->restart_in_rows = o->rows;
-    c->restart_interval = (unsigned)o->mcus;
-}
-
+/* libjpeg's encoder at quality 85 with a restart interval of `mcus` MCUs
+ * (or `rows` MCU rows), the first component sampled h x v. */
 static bytes restart_file(const gimg_image *im, int h, int v, int rows, int mcus)
 {
-    restart_opts o = {h, v, rows, mcus};
-    return testjpeg_encode(im->data, im->stride_bytes, im->width, im->height, im->channels,
-                           im->channels == 1 ? JCS_GRAYSCALE : JCS_RGB, restart_setup, &o);
+    const libjpeg_opts o = {85, h, v, 0, rows, NULL, 0, mcus};
+    return libjpeg_encode(im, &o);
 }
 
 /* f decoded on `threads` threads: status, image, message. */
