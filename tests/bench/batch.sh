@@ -10,10 +10,11 @@
 # path, >= 2000 images/s on one H100), with --codecs cpu, and with
 # --device auto (which chooses the codecs by the batch's size); then
 # BATCH_LARGE JPEGs of 4096x4096 (default 240; target >= 150 images/s on
-# one H100) on the CPU and the GPU. Prints images/s, megapixels/s and the
+# one H100) on the CPU and the GPU (twice: the second time the server's
+# lanes have grown for them). Prints images/s, megapixels/s and the
 # ratios, then the GPU runs' per-stage times (-v); on a machine with
-# several GPUs, the batch again with --device gpu:all (target >= 1.8x one
-# GPU). Outputs are checked before the figures count: --codecs cpu's must
+# several GPUs, the batch through a server of one GPU and through one of
+# all of them with --device gpu:all (target >= 1.8x one GPU). Outputs are checked before the figures count: --codecs cpu's must
 # equal the CPU run's byte for byte, the GPU codecs' must be within
 # gimg(7)'s bound of them (PSNR >= 42 dB, checked on each distinct
 # photo), or the benchmark fails.
@@ -116,16 +117,26 @@ if [ $have_gpu -eq 1 ]; then
         sed "s/^/    $r: /" "$tmp/$r.err" | grep -E 'gconv: (time|codecs|gpu:|[0-9]+ images)' | head -6
     done
     # Several GPUs: the batch spread over all of them, the same outputs.
+    # gimgd holds every GPU by default, so one GPU's figure comes from a
+    # server of GPU 0 alone; each server warmed first (its JPEG decoder's
+    # first calls), as the one above was by the runs before.
     if [ "$(nvidia-smi -L | grep -c '^GPU')" -gt 1 ]; then
-        all_ms=$(run gpuall --device gpu:all -k gaussian:2) || exit 1
+        server_of() {
+            "$BIN"/gimgd --stop >/dev/null 2>&1
+            "$BIN"/gimgd --device "$1" >/dev/null &&
+                "$BIN"/gconv --device gpu -k gaussian:2 -o "$tmp/warm/" "$tmp"/in/photo[1-9].jpg 2>/dev/null
+        }
+        server_of gpu:0 && one_ms=$(run gpuone --device gpu -k gaussian:2) || exit 1
+        rate "one GPU (gimgd --device gpu:0)" "$one_ms" "$N" "$mp"
+        server_of gpu:all && all_ms=$(run gpuall --device gpu:all -k gaussian:2) || exit 1
         rate "--device gpu:all (GPU codecs)" "$all_ms" "$N" "$mp"
         within_bound "$tmp/cpu" "$tmp/gpuall" || exit 1
-        if ! diff -r -q "$tmp/gpu" "$tmp/gpuall" >/dev/null; then
+        if ! diff -r -q "$tmp/gpuone" "$tmp/gpuall" >/dev/null; then
             echo "bench-batch: the gpu:all batch's outputs differ from one GPU's"
             exit 1
         fi
-        awk -v a="$all_ms" -v g="$gpu_ms" 'BEGIN { printf "  gpu:all: %.2fx one GPU (target 1.8x)\n", g / a }'
-        sed 's/^/    /' "$tmp/gpuall.err" | grep -E 'gconv: (backend|codecs)' | head -8
+        awk -v a="$all_ms" -v g="$one_ms" 'BEGIN { printf "  gpu:all: %.2fx one GPU (target 1.8x)\n", g / a }'
+        "$BIN"/gimgd --status | grep -E '^(backend|requests)' | sed 's/^/    gimgd: /'
     fi
 else
     echo "  --device gpu: no CUDA GPU here: skipped"
@@ -147,5 +158,12 @@ if [ "$L" -gt 0 ]; then
         within_bound "$tmp/lcpu" "$tmp/lgpu" || exit 1
         against_cpu lgpu "$lcpu_ms" "$lgpu_ms" "$L" "150 images/s"
         sed 's/^/    lgpu: /' "$tmp/lgpu.err" | grep -E 'gconv: (time|codecs|gpu:|[0-9]+ images)' | head -6
+        # Once more: the first large batch through a server that served
+        # small images has its lanes' GPU buffers grown (cudaFree waits for
+        # the whole GPU); a server busy with such photos does not.
+        lgpu2_ms=$(run lgpu2 --device gpu -k gaussian:2) || exit 1
+        rate "--device gpu, again" "$lgpu2_ms" "$L" "$lmp"
+        within_bound "$tmp/lcpu" "$tmp/lgpu2" || exit 1
+        against_cpu lgpu2 "$lcpu_ms" "$lgpu2_ms" "$L" "150 images/s"
     fi
 fi
