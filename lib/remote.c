@@ -406,8 +406,9 @@ static gimg_status went_down(gimg_remote *r, gimg_status st)
  * connection, held until the output is read (release gives them back). */
 typedef struct {
     gimg_wire_reply reply;
-    unsigned char *map;
+    unsigned char *map;          /* the reply's file, mapped; or read (heap) */
     size_t map_bytes;
+    int heap;                    /* map is malloc'd: a copy of the result */
     unsigned char *buf;
     size_t buf_bytes;
     int sock;
@@ -416,7 +417,9 @@ typedef struct {
 
 static void release(answer *a)
 {
-    if (a->map)
+    if (a->heap)
+        free(a->map);
+    else if (a->map)
         munmap(a->map, a->map_bytes);
     if (a->buf)
         munmap(a->buf, a->buf_bytes);
@@ -517,17 +520,26 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         if (!(st = gimg_wire_send(a->sock, &q, sizeof q, -1)))
             st = receive_reply(a->sock, &a->reply, &reply_fd, r->timeout_ms);
     } else {
-        if ((fd = gimg_wire_memfd("gimg-request", bytes, &map)) < 0)
-            return went_down(r, GIMG_E_NOMEM);
-        memcpy(map, options, options_bytes);
-        if (jpeg_in)
-            memcpy(map + q.pixels_offset, t_jpeg.bits, t_jpeg.len);
-        else
+        /* Written, not mapped (gimg_wire_read says why), where the pixels
+         * are one run of bytes. */
+        const size_t row = (size_t)in->width * gimg_pixel_bytes(in);
+        if (jpeg_in || in->stride_bytes == row) {
+            const gimg_wire_piece pieces[2] = {
+                {0, options, options_bytes},
+                {q.pixels_offset, jpeg_in ? t_jpeg.bits : in->data, pixel_bytes}};
+            fd = gimg_wire_memfd_of("gimg-request", bytes, pieces, 2);
+            st = fd < 0 ? GIMG_E_NOMEM : GIMG_OK;
+        } else if ((fd = gimg_wire_memfd("gimg-request", bytes, &map)) < 0) {
+            st = GIMG_E_NOMEM;
+        } else {
+            memcpy(map, options, options_bytes);
             gimg_wire_pack(in, map + q.pixels_offset);
-        st = gimg_wire_seal(fd, map, bytes);
+            st = gimg_wire_seal(fd, map, bytes);
+        }
         if (!st)
             st = exchange(&q, fd, r->timeout_ms, &a->reply, &reply_fd);
-        close(fd);
+        if (fd >= 0)
+            close(fd);
     }
     if (st) {
         if (reply_fd >= 0)
@@ -556,12 +568,18 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
                            (y->pixels_offset % 4096 || y->pixels_offset < y->result_bytes ||
                             out_bytes > SIZE_MAX - y->pixels_offset))))
         st = gimg_fail(GIMG_E_FORMAT, "a reply whose data lies outside its file");
-    if (!st && !in_buffer)
-        st = gimg_wire_map(reply_fd, y->image.width && !y->jpeg
-                                         ? (size_t)y->pixels_offset + out_bytes
-                                         : (size_t)y->result_bytes,
-                           /* pixels become the output's own, the rest is copied out */
-                           y->image.width && !y->jpeg, &a->map, &a->map_bytes);
+    if (!st && !in_buffer && y->image.width && !y->jpeg) /* pixels: the output's own */
+        st = gimg_wire_map(reply_fd, (size_t)y->pixels_offset + out_bytes, 1, &a->map,
+                           &a->map_bytes);
+    else if (!st && !in_buffer) { /* a result, or a JPEG: read, not mapped */
+        const size_t n = (size_t)y->result_bytes;
+        a->heap = 1;
+        if (!(a->map = malloc(n ? n : 1)))
+            st = gimg_fail(GIMG_E_NOMEM, "out of memory for a reply of %zu bytes", n);
+        else
+            st = gimg_wire_read(reply_fd, n, 0, a->map, n);
+        a->map_bytes = n;
+    }
     if (reply_fd >= 0)
         close(reply_fd);
     if (st) {
@@ -608,12 +626,9 @@ static gimg_status image_answer(gimg_remote *r, answer *a, gimg_image *out)
     if (a->reply.jpeg) {
         free(t_jpeg.out);
         t_jpeg.out_len = (size_t)a->reply.result_bytes;
-        t_jpeg.out = malloc(t_jpeg.out_len ? t_jpeg.out_len : 1);
-        if (t_jpeg.out)
-            memcpy(t_jpeg.out, a->map, t_jpeg.out_len);
+        t_jpeg.out = a->map; /* read into the heap (ask): ours now */
+        a->map = NULL;
         release(a);
-        if (!t_jpeg.out)
-            return went_down(r, gimg_fail(GIMG_E_NOMEM, "out of memory"));
         gimg_wire_view(&a->reply.image, NULL, out);
         out->device = gimg_remote_image;
         pthread_mutex_lock(&r->lock);

@@ -60,6 +60,10 @@ typedef struct {
     long served, failed, refused;
     pool_buf *free_bufs;        /* the buffers no connection holds */
     size_t pool_bytes;          /* all buffers' bytes, held, free or being made */
+    /* Each lane's copy of its request's memory file (not under the lock:
+     * the lane's holder alone uses it). */
+    unsigned char *lane_in[MAX_LANES];
+    size_t lane_in_bytes[MAX_LANES];
 } server;
 
 typedef struct {
@@ -117,6 +121,33 @@ static void give_lane(server *s, int lane)
     s->lane_busy[lane] = 0;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Room for a request's memory file (bytes) in lane's copy, *p. */
+static gimg_status lane_input(server *s, int lane, size_t bytes, unsigned char **p)
+{
+    if (s->lane_in_bytes[lane] < bytes || !s->lane_in[lane]) {
+        free(s->lane_in[lane]);
+        s->lane_in_bytes[lane] = 0;
+        if (!(s->lane_in[lane] = malloc(bytes ? bytes : 1)))
+            return gimg_fail(GIMG_E_NOMEM, "out of memory for a request of %zu bytes", bytes);
+        s->lane_in_bytes[lane] = bytes;
+    }
+    *p = s->lane_in[lane];
+    return GIMG_OK;
+}
+
+/* A lane keeps a copy's room for the requests after (a batch's JPEGs, a
+ * few MB each), but not a large one's. */
+#define LANE_INPUT_KEEP_BYTES ((size_t)16 << 20)
+
+static void lane_input_done(server *s, int lane)
+{
+    if (s->lane_in_bytes[lane] > LANE_INPUT_KEEP_BYTES) {
+        free(s->lane_in[lane]);
+        s->lane_in[lane] = NULL;
+        s->lane_in_bytes[lane] = 0;
+    }
 }
 
 /* --------------------------------------------------------------- buffers */
@@ -389,13 +420,14 @@ static gimg_status compute(server *s, const gimg_wire_request *q, int fd, const 
         return gimg_fail(GIMG_E_FORMAT, "a request without its image");
     if (buf && file_bytes > buf->bytes)
         return gimg_fail(GIMG_E_FORMAT, "a request larger than its buffer");
+    /* A request's own memory file is read, not mapped (gimg_wire_read
+     * says why), into the lane's copy. */
+    const int lane = take_lane(s);
     unsigned char *map = buf ? buf->map : NULL;
-    size_t map_bytes = 0;
-    if (!buf && (st = gimg_wire_map(fd, file_bytes, 0, &map, &map_bytes)))
-        return st;
+    if (!buf && !(st = lane_input(s, lane, file_bytes, &map)))
+        st = gimg_wire_read(fd, file_bytes, 0, map, file_bytes);
     gimg_wire_options o;
-    if (!(st = gimg_wire_get_options(q, map, &o))) {
-        int lane = take_lane(s);
+    if (!st && !(st = gimg_wire_get_options(q, map, &o))) {
         gimg_ctx_bind_lane(lane);
         double unused_ms;
         gimg_ctx_take_thread_gpu_times(&unused_ms, &unused_ms);
@@ -407,11 +439,10 @@ static gimg_status compute(server *s, const gimg_wire_request *q, int fd, const 
             st = run_op(s, q, &o, &in, out);
         }
         gimg_ctx_take_thread_gpu_times(&out->kernel_ms, &out->transfer_ms);
-        give_lane(s, lane);
         gimg_wire_free_options(q, &o);
     }
-    if (!buf)
-        munmap(map, map_bytes);
+    lane_input_done(s, lane);
+    give_lane(s, lane);
     return st;
 }
 
@@ -483,17 +514,24 @@ static int reply_file(const outcome *out, gimg_wire_reply *r)
     int overflow = 0;
     size_t offset = im->data ? gimg_wire_align(out->result_bytes, &overflow) : out->result_bytes;
     size_t pixels = im->data ? (size_t)im->width * gimg_pixel_bytes(im) * (size_t)im->height : 0;
-    unsigned char *map;
-    int fd = gimg_wire_memfd("gimgd-reply", offset + pixels, &map);
-    if (fd < 0)
-        return -1;
-    if (out->result_bytes)
-        memcpy(map, out->result, out->result_bytes);
-    if (im->data)
+    int fd;
+    if (!im->data || im->stride_bytes == (size_t)im->width * gimg_pixel_bytes(im)) {
+        /* Written, not mapped (gimg_wire_read says why). */
+        const gimg_wire_piece pieces[2] = {{0, out->result, out->result_bytes},
+                                           {offset, im->data, pixels}};
+        if ((fd = gimg_wire_memfd_of("gimgd-reply", offset + pixels, pieces, 2)) < 0)
+            return -1;
+    } else {
+        unsigned char *map;
+        if ((fd = gimg_wire_memfd("gimgd-reply", offset + pixels, &map)) < 0)
+            return -1;
+        if (out->result_bytes)
+            memcpy(map, out->result, out->result_bytes);
         gimg_wire_pack(im, map + offset);
-    if (gimg_wire_seal(fd, map, offset + pixels)) {
-        close(fd);
-        return -1;
+        if (gimg_wire_seal(fd, map, offset + pixels)) {
+            close(fd);
+            return -1;
+        }
     }
     r->result_bytes = out->result_bytes;
     r->jpeg = (uint32_t)out->jpeg;
@@ -799,6 +837,8 @@ gimg_status gimg_serve(const gimg_serve_opts *o)
     while (s.connections > 0)
         pthread_cond_wait(&s.changed, &s.lock);
     pthread_mutex_unlock(&s.lock);
+    for (int l = 0; l < MAX_LANES; l++)
+        free(s.lane_in[l]);
     while (s.free_bufs) {
         pool_buf *b = s.free_bufs;
         s.free_bufs = b->next;

@@ -138,11 +138,44 @@ gimg_status gimg_wire_seal(int fd, unsigned char *map, size_t bytes)
     return GIMG_OK;
 }
 
-gimg_status gimg_wire_map(int fd, size_t need, int private_copy, unsigned char **map,
-                          size_t *map_bytes)
+int gimg_wire_memfd_of(const char *name, size_t bytes, const gimg_wire_piece *pieces, int n)
 {
-    *map = NULL;
-    *map_bytes = 0;
+    unsigned char *none;
+    int fd = gimg_wire_memfd(name, 0, &none);
+    if (fd < 0)
+        return -1;
+    if (bytes > 0 && ftruncate(fd, (off_t)bytes) != 0) {
+        gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
+                  "a memory file of %zu bytes: %s", bytes, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const unsigned char *p = pieces[i].data;
+        for (size_t done = 0; done < pieces[i].bytes;) {
+            ssize_t k = pwrite(fd, p + done, pieces[i].bytes - done,
+                               (off_t)(pieces[i].offset + done));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
+                          "writing a memory file: %s", k < 0 ? strerror(errno) : "no progress");
+                close(fd);
+                return -1;
+            }
+            done += (size_t)k;
+        }
+    }
+    if (gimg_wire_seal(fd, NULL, 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* fd's size, once checked to be a sealed memory file of at least need bytes. */
+static gimg_status sealed_size(int fd, size_t need, size_t *size)
+{
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || (seals & SEALS) != SEALS)
         return gimg_fail(GIMG_E_FORMAT, "the data did not come in a sealed memory file");
@@ -152,11 +185,41 @@ gimg_status gimg_wire_map(int fd, size_t need, int private_copy, unsigned char *
     if (s.st_size < 0 || (uint64_t)s.st_size < need)
         return gimg_fail(GIMG_E_FORMAT, "a memory file of %lld bytes, where %zu are needed",
                          (long long)s.st_size, need);
-    if (s.st_size == 0)
-        return GIMG_OK;
     if ((uint64_t)s.st_size > SIZE_MAX)
         return gimg_fail(GIMG_E_LIMIT, "a memory file too large to map");
-    size_t bytes = (size_t)s.st_size;
+    *size = (size_t)s.st_size;
+    return GIMG_OK;
+}
+
+gimg_status gimg_wire_read(int fd, size_t need, size_t offset, void *dst, size_t bytes)
+{
+    size_t size;
+    gimg_status st = sealed_size(fd, need, &size);
+    if (st)
+        return st;
+    if (offset > size || bytes > size - offset)
+        return gimg_fail(GIMG_E_FORMAT, "a read past the end of a memory file");
+    for (size_t done = 0; done < bytes;) {
+        ssize_t k = pread(fd, (unsigned char *)dst + done, bytes - done, (off_t)(offset + done));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return gimg_fail(GIMG_E_IO, "reading a memory file: %s",
+                             k < 0 ? strerror(errno) : "cut short");
+        done += (size_t)k;
+    }
+    return GIMG_OK;
+}
+
+gimg_status gimg_wire_map(int fd, size_t need, int private_copy, unsigned char **map,
+                          size_t *map_bytes)
+{
+    *map = NULL;
+    *map_bytes = 0;
+    size_t bytes;
+    gimg_status st = sealed_size(fd, need, &bytes);
+    if (st || bytes == 0)
+        return st;
     /* A shared view is read whole: its pages mapped at once. (A private
      * copy's would be copied at once: it is left to its faults.) */
     void *p = private_copy ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0)

@@ -465,7 +465,9 @@ result spread-xargs-local "$why"
 # --device gpu:all and gpu:N,M spread a batch over the GPUs, two lanes each;
 # the results must be the CPU's, byte for byte, and -v names each GPU that
 # worked. Needs a CUDA build and a GPU (make test-gpu); on a machine without
-# one, gpu:all must fail with a message, as gpu does.
+# one, gpu:all must fail with a message, as gpu does. The tools' own GPU
+# contexts (GIMG_SERVER=off): gimgd holds every GPU of the machine, and
+# its -v says "N gpus (...), in gimgd" for them all.
 n_gpus=0
 if "$PROG" --version | grep -q CUDA && command -v nvidia-smi >/dev/null 2>&1; then
     n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -482,9 +484,9 @@ gpu_batch() {
     "$GCONV" --device cpu -k gaussian:1.5 -o gpu_cpu/%f.c.pam gpuin/*.pam &&
         "$PROG" --device cpu --op rot270 -o gpu_cpu/%f.t.pam gpuin/*.pam &&
         "$GSTATS" --device cpu gpuin/*.pam >gpu_cpu/stats.txt || why="the CPU runs failed"
-    [ -z "$why" ] && { "$GCONV" --device "$dev" -v -k gaussian:1.5 -o gpu_dev/%f.c.pam gpuin/*.pam 2>gpu_err.txt &&
-        "$PROG" --device "$dev" --op rot270 -o gpu_dev/%f.t.pam gpuin/*.pam &&
-        "$GSTATS" --device "$dev" gpuin/*.pam >gpu_dev/stats.txt 2>>gpu_err.txt ||
+    [ -z "$why" ] && { GIMG_SERVER=off "$GCONV" --device "$dev" -v -k gaussian:1.5 -o gpu_dev/%f.c.pam gpuin/*.pam 2>gpu_err.txt &&
+        GIMG_SERVER=off "$PROG" --device "$dev" --op rot270 -o gpu_dev/%f.t.pam gpuin/*.pam &&
+        GIMG_SERVER=off "$GSTATS" --device "$dev" gpuin/*.pam >gpu_dev/stats.txt 2>>gpu_err.txt ||
         why="--device $dev failed: $(head -c 300 gpu_err.txt)"; }
     [ -z "$why" ] && { diff -r -q gpu_cpu gpu_dev >/dev/null || why="--device $dev differs from the CPU: $(diff -r -q gpu_cpu gpu_dev | head -3 | tr '\n' ' ')"; }
     for t in $3; do

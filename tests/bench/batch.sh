@@ -13,8 +13,9 @@
 # one H100) on the CPU and the GPU (twice: the second time the server's
 # lanes have grown for them). Prints images/s, megapixels/s and the
 # ratios, then the GPU runs' per-stage times (-v); on a machine with
-# several GPUs, the batch through a server of one GPU and through one of
-# all of them with --device gpu:all (target >= 1.8x one GPU). Outputs are checked before the figures count: --codecs cpu's must
+# several GPUs, both batches through a server of one GPU and through one
+# of all of them with --device gpu:all (target >= 1.8x one GPU).
+# Outputs are checked before the figures count: --codecs cpu's must
 # equal the CPU run's byte for byte, the GPU codecs' must be within
 # gimg(7)'s bound of them (PSNR >= 42 dB, checked on each distinct
 # photo), or the benchmark fails.
@@ -89,6 +90,35 @@ against_cpu() {
         printf "  GPU path: %.2fx the CPU path, %.0f images/s (targets on one H100: %s); start-up %d ms, %.0f images/s after it\n", c / g, n * 1000 / g, t, su, n * 1000 / (g - su) }'
 }
 
+# several_gpus CPU_RUN N MP: on a machine with several GPUs, the batch in
+# $tmp/in through a server of GPU 0 alone and through one of them all
+# (gimgd holds every GPU by default), twice each: the first run grows the
+# lanes' buffers for these images, the second is the steady rate, of
+# which the ratio is taken. Outputs: within the bound of the CPU run's,
+# and the same bytes on one GPU and on all.
+several_gpus() {
+    [ "$(nvidia-smi -L | grep -c '^GPU')" -gt 1 ] || return 0
+    local gpus dev ms one_ms all_ms
+    for gpus in gpu:0 gpu:all; do
+        dev=gpu
+        [ $gpus = gpu:all ] && dev=gpu:all
+        "$BIN"/gimgd --stop >/dev/null 2>&1
+        "$BIN"/gimgd --device $gpus >/dev/null || return 1
+        "$BIN"/gconv --device gpu -k gaussian:2 -o "$tmp/warm/" "$tmp"/in/photo[1-9].jpg 2>/dev/null
+        run "g${gpus#gpu:}" --device $dev -k gaussian:2 >/dev/null || return 1
+        ms=$(run "g${gpus#gpu:}" --device $dev -k gaussian:2) || return 1
+        rate "gimgd --device $gpus, again" "$ms" "$2" "$3"
+        within_bound "$tmp/$1" "$tmp/g${gpus#gpu:}" || return 1
+        [ $gpus = gpu:0 ] && one_ms=$ms || all_ms=$ms
+    done
+    if ! diff -r -q "$tmp/g0" "$tmp/gall" >/dev/null; then
+        echo "bench-batch: the gpu:all batch's outputs differ from one GPU's"
+        return 1
+    fi
+    awk -v a="$all_ms" -v g="$one_ms" 'BEGIN { printf "  gpu:all: %.2fx one GPU (target 1.8x)\n", g / a }'
+    "$BIN"/gimgd --status | grep -E '^(backend|requests)' | sed 's/^/    gimgd: /'
+}
+
 codec_ms=$(run codec --device cpu -k '1') || exit 1
 cpu_ms=$(run cpu --device cpu -k gaussian:2) || exit 1
 echo "Batch: $N JPEGs of 1200x850 ($mp MP), gconv -k gaussian:2 -o DIR/, $(nproc) cores"
@@ -116,28 +146,7 @@ if [ $have_gpu -eq 1 ]; then
     for r in gpucpu gpu; do
         sed "s/^/    $r: /" "$tmp/$r.err" | grep -E 'gconv: (time|codecs|gpu:|[0-9]+ images)' | head -6
     done
-    # Several GPUs: the batch spread over all of them, the same outputs.
-    # gimgd holds every GPU by default, so one GPU's figure comes from a
-    # server of GPU 0 alone; each server warmed first (its JPEG decoder's
-    # first calls), as the one above was by the runs before.
-    if [ "$(nvidia-smi -L | grep -c '^GPU')" -gt 1 ]; then
-        server_of() {
-            "$BIN"/gimgd --stop >/dev/null 2>&1
-            "$BIN"/gimgd --device "$1" >/dev/null &&
-                "$BIN"/gconv --device gpu -k gaussian:2 -o "$tmp/warm/" "$tmp"/in/photo[1-9].jpg 2>/dev/null
-        }
-        server_of gpu:0 && one_ms=$(run gpuone --device gpu -k gaussian:2) || exit 1
-        rate "one GPU (gimgd --device gpu:0)" "$one_ms" "$N" "$mp"
-        server_of gpu:all && all_ms=$(run gpuall --device gpu:all -k gaussian:2) || exit 1
-        rate "--device gpu:all (GPU codecs)" "$all_ms" "$N" "$mp"
-        within_bound "$tmp/cpu" "$tmp/gpuall" || exit 1
-        if ! diff -r -q "$tmp/gpuone" "$tmp/gpuall" >/dev/null; then
-            echo "bench-batch: the gpu:all batch's outputs differ from one GPU's"
-            exit 1
-        fi
-        awk -v a="$all_ms" -v g="$one_ms" 'BEGIN { printf "  gpu:all: %.2fx one GPU (target 1.8x)\n", g / a }'
-        "$BIN"/gimgd --status | grep -E '^(backend|requests)' | sed 's/^/    gimgd: /'
-    fi
+    several_gpus cpu "$N" "$mp" || exit 1
 else
     echo "  --device gpu: no CUDA GPU here: skipped"
     echo "  the CPU run's stages (-v):"
@@ -165,5 +174,6 @@ if [ "$L" -gt 0 ]; then
         rate "--device gpu, again" "$lgpu2_ms" "$L" "$lmp"
         within_bound "$tmp/lcpu" "$tmp/lgpu2" || exit 1
         against_cpu lgpu2 "$lcpu_ms" "$lgpu2_ms" "$L" "150 images/s"
+        several_gpus lcpu "$L" "$lmp" || exit 1
     fi
 fi
