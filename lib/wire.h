@@ -149,7 +149,9 @@ gimg_status gimg_wire_seal(int fd, unsigned char *map, size_t bytes);
  * offset + bytes) of it into dst. A mapping's undoing (munmap) stops
  * every other thread of the process for a moment (their TLBs are
  * flushed), which at 2000 requests a second in a server or a batch of
- * 32 lanes costs more than the copy. */
+ * 32 lanes costs more than the copy: 16 MP photos through gimgd went
+ * from 141-152 to 166-168 a second on one H200, from 157-182 to 305-309
+ * on two (tests/bench/RESULTS.md, stop 48). */
 typedef struct {
     size_t offset;
     const void *data;
