@@ -3,6 +3,9 @@
  * lib/remote.h) without a GPU: a server on the CPU runs on a thread of
  * this program, in a private runtime folder.
  *
+ *  - memory files written and read without a mapping: the bytes where
+ *    they were put, sealed; unsealed, short files and reads past the end
+ *    refused;
  *  - the options' bytes: round trips, and every truncation and every
  *    field out of range refused;
  *  - the operations through the server equal the CPU's, byte for byte, on
@@ -192,6 +195,52 @@ static int sealed_file(size_t bytes, int fill, int seal)
         munmap(map, bytes);
     }
     return fd;
+}
+
+/* ------------------------------------------------------- memory files */
+
+/* gimg_wire_memfd_of and gimg_wire_read: the pieces where they were put,
+ * zeros between, sealed; files that are not sealed, too short, or read
+ * past their end refused, dst untouched. */
+static void test_memory_files_written_and_read(void)
+{
+    unsigned char a[100], b[5000], got[4096 + 5000];
+    for (size_t i = 0; i < sizeof a; i++)
+        a[i] = (unsigned char)(i * 7 + 1);
+    for (size_t i = 0; i < sizeof b; i++)
+        b[i] = (unsigned char)(i * 13 + 5);
+    const gimg_wire_piece pieces[2] = {{0, a, sizeof a}, {4096, b, sizeof b}};
+    const size_t bytes = 4096 + sizeof b;
+    int fd = gimg_wire_memfd_of("unit", bytes, pieces, 2);
+    CHECK(fd >= 0, "made: %s", gimg_last_error());
+    if (fd < 0)
+        return;
+    memset(got, 0xA5, sizeof got);
+    CHECK(gimg_wire_read(fd, bytes, 0, got, bytes) == GIMG_OK, "read: %s", gimg_last_error());
+    int zeros = 1;
+    for (size_t i = sizeof a; i < 4096; i++)
+        zeros &= got[i] == 0;
+    CHECK(!memcmp(got, a, sizeof a) && zeros && !memcmp(got + 4096, b, sizeof b),
+          "the pieces are not where they were put");
+    CHECK(gimg_wire_read(fd, bytes, 4096 + 10, got, 20) == GIMG_OK && !memcmp(got, b + 10, 20),
+          "a read from an offset");
+    CHECK(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, "not sealed against writing");
+    CHECK(write(fd, "x", 1) < 0, "written after sealing");
+    memset(got, 0xA5, sizeof got);
+    CHECK(gimg_wire_read(fd, bytes + 1, 0, got, 1) == GIMG_E_FORMAT, "a file shorter than needed");
+    CHECK(gimg_wire_read(fd, bytes, bytes - 10, got, 11) == GIMG_E_FORMAT, "a read past the end");
+    CHECK(gimg_wire_read(fd, bytes, SIZE_MAX, got, 2) == GIMG_E_FORMAT, "an offset past the end");
+    CHECK(got[0] == 0xA5 && got[10] == 0xA5, "a refused read wrote");
+    close(fd);
+    int unsealed = sealed_file(64, 1, 0);
+    CHECK(unsealed >= 0 && gimg_wire_read(unsealed, 64, 0, got, 64) == GIMG_E_FORMAT,
+          "an unsealed file read");
+    if (unsealed >= 0)
+        close(unsealed);
+    int empty = gimg_wire_memfd_of("unit", 0, NULL, 0);
+    CHECK(empty >= 0 && gimg_wire_read(empty, 0, 0, got, 0) == GIMG_OK, "an empty file");
+    if (empty >= 0)
+        close(empty);
 }
 
 /* ------------------------------------------------------ options' bytes */
@@ -941,6 +990,7 @@ int main(void)
     g_server_up = start_server();
     if (!g_server_up)
         printf("FAIL: setup: the server did not start\n");
+    RUN(test_memory_files_written_and_read);
     RUN(test_conv_options_round_trip);
     RUN(test_conv_options_out_of_range);
     RUN(test_report_options);
