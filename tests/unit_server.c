@@ -16,9 +16,9 @@
  *    refused with a reply saying why, and the server serves on;
  *  - a client that connects and sends nothing holds up no one; many
  *    clients at once all get their answers;
- *  - a client facing a server that answers badly (an image outside its
- *    file, an unsealed file, another version, nothing in time) refuses the
- *    answer;
+ *  - a client facing a server that answers badly (an image or a result
+ *    outside its file, an unsealed file, another version, nothing in
+ *    time) refuses the answer;
  *  - the folder must be the user's and closed to others; a peer of
  *    another user is refused (as root only: it needs a second user).
  */
@@ -819,10 +819,17 @@ static void *fake_main(void *arg)
             r.lanes = 1;
             r.settings = gimg_wire_settings("/proc/self/exe");
             int out = -1;
-            if (q.op != GIMG_WIRE_PING) {
+            if (q.op == GIMG_WIRE_STATS) {
+                /* A result, read rather than mapped: one byte past the file. */
+                r.result_bytes = sizeof(gimg_stats);
+                out = sealed_file(sizeof(gimg_stats) - (f->kind == BAD_OUTSIDE), 1,
+                                  f->kind != BAD_UNSEALED);
+            } else if (q.op != GIMG_WIRE_PING) {
                 r.image = q.image;
                 r.image.height += f->kind == BAD_OUTSIDE; /* one row past the file */
                 out = sealed_file(64, 1, f->kind != BAD_UNSEALED);
+            }
+            if (q.op != GIMG_WIRE_PING) {
                 if (f->kind == BAD_VERSION)
                     r.version++;
                 if (f->kind == BAD_STATUS) {
@@ -889,6 +896,19 @@ static void test_bad_answers(void)
                   gimg_remote_why(r));
         if (st == GIMG_OK)
             gimg_image_free(&out);
+        gimg_remote_close(r);
+        /* A statistics reply: its result read from the file. */
+        CHECK(gimg_remote_open(&dev, &r) == GIMG_OK && r, "open");
+        if (!r)
+            continue;
+        gimg_stats_opts so;
+        gimg_stats s;
+        memset(&so, 0, sizeof so);
+        CHECK(gimg_remote_stats(r, &in, &so, &s) != GIMG_OK, "%s: statistics taken", names[kind]);
+        CHECK(!gimg_remote_up(r), "%s: the server is still trusted (statistics)", names[kind]);
+        if (kind == BAD_OUTSIDE || kind == BAD_UNSEALED)
+            CHECK(strstr(gimg_remote_why(r), kind == BAD_OUTSIDE ? "are needed" : "sealed"),
+                  "%s (statistics): %s", names[kind], gimg_remote_why(r));
         gimg_remote_close(r);
     }
     shutdown(f.listen_fd, SHUT_RDWR);
