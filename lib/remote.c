@@ -507,7 +507,6 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         pixel_bytes > SIZE_MAX - q.pixels_offset)
         return went_down(r, gimg_fail(GIMG_E_LIMIT, "a request too large for the server"));
     const size_t bytes = q.pixels_offset + pixel_bytes;
-    unsigned char *map;
     int fd = -1, reply_fd = -1;
     if (!jpeg_in && bytes >= BUFFERED_BYTES) {
         if ((st = borrow_buffer(r, bytes, a))) {
@@ -520,22 +519,13 @@ static gimg_status ask(gimg_remote *r, gimg_wire_op op, const void *options, siz
         if (!(st = gimg_wire_send(a->sock, &q, sizeof q, -1)))
             st = receive_reply(a->sock, &a->reply, &reply_fd, r->timeout_ms);
     } else {
-        /* Written, not mapped (gimg_wire_read says why), where the pixels
-         * are one run of bytes. */
-        const size_t row = (size_t)in->width * gimg_pixel_bytes(in);
-        if (jpeg_in || in->stride_bytes == row) {
-            const gimg_wire_piece pieces[2] = {
-                {0, options, options_bytes},
-                {q.pixels_offset, jpeg_in ? t_jpeg.bits : in->data, pixel_bytes}};
-            fd = gimg_wire_memfd_of("gimg-request", bytes, pieces, 2);
-            st = fd < 0 ? GIMG_E_NOMEM : GIMG_OK;
-        } else if ((fd = gimg_wire_memfd("gimg-request", bytes, &map)) < 0) {
-            st = GIMG_E_NOMEM;
-        } else {
-            memcpy(map, options, options_bytes);
-            gimg_wire_pack(in, map + q.pixels_offset);
-            st = gimg_wire_seal(fd, map, bytes);
-        }
+        /* Written, not mapped (gimg_wire_read says why). */
+        const gimg_wire_piece pieces[2] = {
+            {0, options, options_bytes, 1, 0},
+            jpeg_in ? (gimg_wire_piece){q.pixels_offset, t_jpeg.bits, t_jpeg.len, 1, 0}
+                    : gimg_wire_image_piece(q.pixels_offset, in)};
+        fd = gimg_wire_memfd_of("gimg-request", bytes, pieces, 2);
+        st = fd < 0 ? GIMG_E_NOMEM : GIMG_OK;
         if (!st)
             st = exchange(&q, fd, r->timeout_ms, &a->reply, &reply_fd);
         if (fd >= 0)

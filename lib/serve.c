@@ -514,25 +514,12 @@ static int reply_file(const outcome *out, gimg_wire_reply *r)
     int overflow = 0;
     size_t offset = im->data ? gimg_wire_align(out->result_bytes, &overflow) : out->result_bytes;
     size_t pixels = im->data ? (size_t)im->width * gimg_pixel_bytes(im) * (size_t)im->height : 0;
-    int fd;
-    if (!im->data || im->stride_bytes == (size_t)im->width * gimg_pixel_bytes(im)) {
-        /* Written, not mapped (gimg_wire_read says why). */
-        const gimg_wire_piece pieces[2] = {{0, out->result, out->result_bytes},
-                                           {offset, im->data, pixels}};
-        if ((fd = gimg_wire_memfd_of("gimgd-reply", offset + pixels, pieces, 2)) < 0)
-            return -1;
-    } else {
-        unsigned char *map;
-        if ((fd = gimg_wire_memfd("gimgd-reply", offset + pixels, &map)) < 0)
-            return -1;
-        if (out->result_bytes)
-            memcpy(map, out->result, out->result_bytes);
-        gimg_wire_pack(im, map + offset);
-        if (gimg_wire_seal(fd, map, offset + pixels)) {
-            close(fd);
-            return -1;
-        }
-    }
+    /* Written, not mapped (gimg_wire_read says why). */
+    const gimg_wire_piece pieces[2] = {{0, out->result, out->result_bytes, 1, 0},
+                                       gimg_wire_image_piece(offset, im)};
+    int fd = gimg_wire_memfd_of("gimgd-reply", offset + pixels, pieces, im->data ? 2 : 1);
+    if (fd < 0)
+        return -1;
     r->result_bytes = out->result_bytes;
     r->jpeg = (uint32_t)out->jpeg;
     if (out->jpeg)

@@ -138,39 +138,50 @@ gimg_status gimg_wire_seal(int fd, unsigned char *map, size_t bytes)
     return GIMG_OK;
 }
 
+/* bytes from p into fd at offset, whole; the failure recorded. */
+static gimg_status write_at(int fd, const unsigned char *p, size_t bytes, size_t offset)
+{
+    for (size_t done = 0; done < bytes;) {
+        ssize_t k = pwrite(fd, p + done, bytes - done, (off_t)(offset + done));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
+                             "writing a memory file: %s", k < 0 ? strerror(errno) : "no progress");
+        done += (size_t)k;
+    }
+    return GIMG_OK;
+}
+
 int gimg_wire_memfd_of(const char *name, size_t bytes, const gimg_wire_piece *pieces, int n)
 {
     unsigned char *none;
     int fd = gimg_wire_memfd(name, 0, &none);
     if (fd < 0)
         return -1;
-    if (bytes > 0 && ftruncate(fd, (off_t)bytes) != 0) {
-        gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
-                  "a memory file of %zu bytes: %s", bytes, strerror(errno));
-        close(fd);
-        return -1;
+    gimg_status st = GIMG_OK;
+    if (bytes > 0 && ftruncate(fd, (off_t)bytes) != 0)
+        st = gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
+                       "a memory file of %zu bytes: %s", bytes, strerror(errno));
+    for (int i = 0; i < n && !st; i++) {
+        const gimg_wire_piece *c = &pieces[i];
+        const unsigned char *p = c->data;
+        if (c->rows <= 1 || c->stride == c->bytes) /* one run */
+            st = write_at(fd, p, c->bytes * (size_t)(c->rows > 1 ? c->rows : 1), c->offset);
+        for (int y = 0; c->rows > 1 && c->stride != c->bytes && y < c->rows && !st; y++)
+            st = write_at(fd, p + (size_t)y * c->stride, c->bytes, c->offset + (size_t)y * c->bytes);
     }
-    for (int i = 0; i < n; i++) {
-        const unsigned char *p = pieces[i].data;
-        for (size_t done = 0; done < pieces[i].bytes;) {
-            ssize_t k = pwrite(fd, p + done, pieces[i].bytes - done,
-                               (off_t)(pieces[i].offset + done));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0) {
-                gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
-                          "writing a memory file: %s", k < 0 ? strerror(errno) : "no progress");
-                close(fd);
-                return -1;
-            }
-            done += (size_t)k;
-        }
-    }
-    if (gimg_wire_seal(fd, NULL, 0)) {
+    if (st || gimg_wire_seal(fd, NULL, 0)) {
         close(fd);
         return -1;
     }
     return fd;
+}
+
+gimg_wire_piece gimg_wire_image_piece(size_t offset, const gimg_image *im)
+{
+    return (gimg_wire_piece){offset, im->data, (size_t)im->width * gimg_pixel_bytes(im),
+                             im->height, im->stride_bytes};
 }
 
 /* fd's size, once checked to be a sealed memory file of at least need bytes. */

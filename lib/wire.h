@@ -143,8 +143,11 @@ size_t gimg_wire_align(size_t bytes, int *overflow);
 int gimg_wire_memfd(const char *name, size_t bytes, unsigned char **map);
 gimg_status gimg_wire_seal(int fd, unsigned char *map, size_t bytes);
 /* The same without a mapping, for what is copied in and out whole (a
- * JPEG's bits, a result): gimg_wire_memfd_of makes a sealed file of
- * `bytes` holding the n pieces (zeros elsewhere), written with pwrite;
+ * JPEG's bits, a result, a small image): gimg_wire_memfd_of makes a
+ * sealed file of `bytes` holding the n pieces (zeros elsewhere), written
+ * with pwrite (a piece: `rows` runs of `bytes`, stride apart in memory,
+ * one after the other in the file from offset; rows 0 is one run;
+ * gimg_wire_image_piece gives an image's pixels, packed);
  * gimg_wire_read checks fd as gimg_wire_map does and reads [offset,
  * offset + bytes) of it into dst. A mapping's undoing (munmap) stops
  * every other thread of the process for a moment (their TLBs are
@@ -156,8 +159,11 @@ typedef struct {
     size_t offset;
     const void *data;
     size_t bytes;
+    int rows;
+    size_t stride;
 } gimg_wire_piece;
 int gimg_wire_memfd_of(const char *name, size_t bytes, const gimg_wire_piece *pieces, int n);
+gimg_wire_piece gimg_wire_image_piece(size_t offset, const gimg_image *im);
 gimg_status gimg_wire_read(int fd, size_t need, size_t offset, void *dst, size_t bytes);
 gimg_status gimg_wire_map(int fd, size_t need, int private_copy, unsigned char **map,
                           size_t *map_bytes);

@@ -209,7 +209,7 @@ static void test_memory_files_written_and_read(void)
         a[i] = (unsigned char)(i * 7 + 1);
     for (size_t i = 0; i < sizeof b; i++)
         b[i] = (unsigned char)(i * 13 + 5);
-    const gimg_wire_piece pieces[2] = {{0, a, sizeof a}, {4096, b, sizeof b}};
+    const gimg_wire_piece pieces[2] = {{0, a, sizeof a, 1, 0}, {4096, b, sizeof b, 1, 0}};
     const size_t bytes = 4096 + sizeof b;
     int fd = gimg_wire_memfd_of("unit", bytes, pieces, 2);
     CHECK(fd >= 0, "made: %s", gimg_last_error());
@@ -232,6 +232,16 @@ static void test_memory_files_written_and_read(void)
     CHECK(gimg_wire_read(fd, bytes, SIZE_MAX, got, 2) == GIMG_E_FORMAT, "an offset past the end");
     CHECK(got[0] == 0xA5 && got[10] == 0xA5, "a refused read wrote");
     close(fd);
+    /* Rows stride apart in memory (b's 10 bytes of every 100), packed. */
+    const gimg_wire_piece rows = {16, b, 10, 7, 100};
+    fd = gimg_wire_memfd_of("unit", 16 + 70, &rows, 1);
+    CHECK(fd >= 0 && gimg_wire_read(fd, 86, 0, got, 86) == GIMG_OK, "rows: %s", gimg_last_error());
+    int rows_in_place = 1;
+    for (int y = 0; y < 7; y++)
+        rows_in_place &= !memcmp(got + 16 + 10 * y, b + 100 * y, 10);
+    CHECK(rows_in_place, "rows not packed in place");
+    if (fd >= 0)
+        close(fd);
     int unsealed = sealed_file(64, 1, 0);
     CHECK(unsealed >= 0 && gimg_wire_read(unsealed, 64, 0, got, 64) == GIMG_E_FORMAT,
           "an unsealed file read");
