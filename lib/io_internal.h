@@ -1,6 +1,7 @@
 /*
  * io_internal.h — declarations shared by the image I/O files of libgimg
- * (stb_impl.c, format.c, pnm.c, png.c, read.c, write.c). Not installed.
+ * (stb_impl.c, format.c, pnm.c, png.c, read.c, write.c; orient.c's spool
+ * and wire.c's memory files read and write with gimg_pio). Not installed.
  */
 #ifndef GIMG_IO_INTERNAL_H
 #define GIMG_IO_INTERNAL_H
@@ -17,6 +18,11 @@ const char *gimg_io_unsupported_format(const unsigned char *buf, size_t len);
 const char *gimg_format_extension(gimg_format f);
 
 /* -------------------------------------------------------------- read.c */
+
+/* All n bytes of p written to (write) or read from fd at offset at,
+ * retried where interrupted: 0, or -1 with errno set (0 where the file
+ * ended first). The caller says what failed. */
+int gimg_pio(int fd, void *p, size_t n, uint64_t at, int write);
 
 /* The largest input gimg_slurp() reads (from the pixel limit; see read.c),
  * and the largest stream it reads into memory (no more than the memory

@@ -19,6 +19,7 @@
 #include "gimg.h"
 #include "ctx_internal.h"
 #include "band.h"
+#include "io_internal.h"
 #include "orient_internal.h"
 #include "remote.h"
 
@@ -343,17 +344,9 @@ static gimg_status spool_file(uint64_t bytes, int *fd)
 
 static gimg_status spool_io(int fd, unsigned char *p, size_t n, off_t at, int write)
 {
-    while (n > 0) {
-        ssize_t k = write ? pwrite(fd, p, n, at) : pread(fd, p, n, at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return gimg_fail(GIMG_E_IO, "temporary file: %s error: %s", write ? "write" : "read",
-                             k < 0 ? strerror(errno) : "end of file");
-        p += k;
-        n -= (size_t)k;
-        at += k;
-    }
+    if (gimg_pio(fd, p, n, (uint64_t)at, write))
+        return gimg_fail(GIMG_E_IO, "temporary file: %s error: %s", write ? "write" : "read",
+                         errno ? strerror(errno) : "end of file");
     return GIMG_OK;
 }
 

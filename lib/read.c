@@ -312,3 +312,22 @@ gimg_status gimg_read(const char *path, gimg_image *out)
     gimg_slurp_free(buf, len);
     return st;
 }
+
+int gimg_pio(int fd, void *p, size_t n, uint64_t at, int write)
+{
+    unsigned char *b = p;
+    while (n > 0) {
+        ssize_t k = write ? pwrite(fd, b, n, (off_t)at) : pread(fd, b, n, (off_t)at);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = 0;
+            return -1;
+        }
+        b += k;
+        n -= (size_t)k;
+        at += (uint64_t)k;
+    }
+    return 0;
+}

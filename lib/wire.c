@@ -4,6 +4,7 @@
  * with a descriptor, and the operations' options as bytes.
  */
 #include "wire.h"
+#include "io_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -141,15 +142,9 @@ gimg_status gimg_wire_seal(int fd, unsigned char *map, size_t bytes)
 /* bytes from p into fd at offset, whole; the failure recorded. */
 static gimg_status write_at(int fd, const unsigned char *p, size_t bytes, size_t offset)
 {
-    for (size_t done = 0; done < bytes;) {
-        ssize_t k = pwrite(fd, p + done, bytes - done, (off_t)(offset + done));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
-                             "writing a memory file: %s", k < 0 ? strerror(errno) : "no progress");
-        done += (size_t)k;
-    }
+    if (gimg_pio(fd, (void *)p, bytes, offset, 1))
+        return gimg_fail(errno == ENOMEM || errno == ENOSPC ? GIMG_E_NOMEM : GIMG_E_IO,
+                         "writing a memory file: %s", errno ? strerror(errno) : "no progress");
     return GIMG_OK;
 }
 
@@ -210,15 +205,9 @@ gimg_status gimg_wire_read(int fd, size_t need, size_t offset, void *dst, size_t
         return st;
     if (offset > size || bytes > size - offset)
         return gimg_fail(GIMG_E_FORMAT, "a read past the end of a memory file");
-    for (size_t done = 0; done < bytes;) {
-        ssize_t k = pread(fd, (unsigned char *)dst + done, bytes - done, (off_t)(offset + done));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return gimg_fail(GIMG_E_IO, "reading a memory file: %s",
-                             k < 0 ? strerror(errno) : "cut short");
-        done += (size_t)k;
-    }
+    if (gimg_pio(fd, dst, bytes, offset, 0))
+        return gimg_fail(GIMG_E_IO, "reading a memory file: %s",
+                         errno ? strerror(errno) : "cut short");
     return GIMG_OK;
 }
 
