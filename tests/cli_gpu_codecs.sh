@@ -6,8 +6,9 @@
 # --device cpu, metadata kept, a batch with cut, progressive, CMYK and 4:1:1
 # JPEGs mixed in (the cut one reported by name, exit 1, the others written,
 # -v naming libjpeg-turbo for them; gen makes the CMYK and 4:1:1 files),
-# PNG to JPEG, out of GPU memory, and libnvjpeg missing (the CPU codecs,
-# the same bytes as --codecs cpu). run-gpu.sh runs it with
+# PNG to JPEG, out of GPU memory, large photos then small ones in one
+# batch, and libnvjpeg missing (the CPU codecs, the same bytes as --codecs
+# cpu). run-gpu.sh runs it with
 # GIMG_CODECS=cpu like every suite: each command here names its codecs.
 TOOL=gconv
 . "$(dirname "$0")/cli_lib.sh"
@@ -226,6 +227,25 @@ diff -r -q scpu sauto >/dev/null || why="differs from --device cpu"
 [ -z "$why" ] && { grep -q "codecs: --device auto: the CPU's codecs" err.txt ||
     why="-v: $(grep codecs err.txt | tr '\n' ' ')"; }
 result gpu-codecs-auto-small-batch "$why"
+
+# Large photos first, then small ones, in one batch: the lanes' buffers
+# and nvJPEG's, grown for the large, serve the small (a change of the GPU
+# memory once hung a server here: tests/bench/RESULTS.md, stop 49).
+mkdir -p mixed
+cp auto/x1.jpg mixed/a1.jpg && cp auto/x1.jpg mixed/a2.jpg || fail setup "mixed photos"
+for i in $(seq 10 49); do cp in/a420.jpg "mixed/b$i.jpg"; cp in/b422.jpg "mixed/c$i.jpg"; done
+rm -rf mcpu mgpu
+"$PROG" --device cpu -k gaussian:1 -o mcpu/ mixed/*.jpg 2>err.txt || fail mixed-cpu "$(cat err.txt)"
+timeout 120 "$PROG" --device gpu --codecs auto -v -k gaussian:1 -o mgpu/ mixed/*.jpg 2>err.txt
+rc=$?
+why=""
+[ $rc -eq 0 ] || why="exit $rc (124: it did not end): $(head -c 300 err.txt)"
+[ -z "$why" ] && { grep -q '82 JPEGs decoded, 82 encoded' err.txt ||
+    why="-v: $(grep codecs err.txt | tr '\n' ' ')"; }
+for f in a1 b10 c49; do
+    [ -z "$why" ] && why=$(within_bound "mixed $f" "mcpu/$f.jpg" "mgpu/$f.jpg")
+done
+result gpu-codecs-large-then-small "$why"
 
 # libnvjpeg missing: the CPU codecs, the same bytes as --codecs cpu.
 GIMG_NVJPEG_LIBRARY=/nonexistent/libnvjpeg.so "$PROG" --device gpu --codecs auto -v -k gaussian:2 \

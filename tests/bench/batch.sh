@@ -11,7 +11,8 @@
 # --device auto (which chooses the codecs by the batch's size); then
 # BATCH_LARGE JPEGs of 4096x4096 (default 240; target >= 150 images/s on
 # one H100) on the CPU and the GPU (twice: the second time the server's
-# lanes have grown for them). Prints images/s, megapixels/s and the
+# lanes have grown for them), and the 1 MP batch once more through that
+# server, now grown for large photos. Prints images/s, megapixels/s and the
 # ratios, then the GPU runs' per-stage times (-v); on a machine with
 # several GPUs, both batches through a server of one GPU and through one
 # of all of them with --device gpu:all (target >= 1.8x one GPU).
@@ -26,10 +27,10 @@ BUILD=${BUILD:-build}
 N=${BATCH_IMAGES:-2500}
 # The batches' files (about 11 GB) go to a tmpfs where one has room for
 # them, so that the figures are the tools' and not the disk's: on the
-# lent GPU machine (two H200s, stop 49) its disk took the outputs at about
-# 330 MB/s, and write-back held the 1 MP batches (575 MB of outputs) to
-# 1500-1700 images/s through one GPU and two alike, against 2300 and 4600
-# on /dev/shm. BATCH_DIR names another folder (e.g. the disk's, to see it).
+# lent two-H200 machine, whose disk took writes at about 330 MB/s, the
+# 1 MP batch through gimgd ran at 1466-4085 images/s writing there and
+# at 2217-4652 on /dev/shm (RESULTS.md, stop 49). BATCH_DIR names another
+# folder (e.g. the disk's, to see it).
 dir=${BATCH_DIR:-}
 if [ -z "$dir" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
     [ "$(df -Pk /dev/shm | awk 'NR == 2 { print $4 }')" -gt $((16 * 1024 * 1024)) ]; then
@@ -58,17 +59,21 @@ photos() {
 photos 1200 850 8 "$N"
 mp=$(awk -v n="$N" 'BEGIN { printf "%.1f", n * 1200 * 850 / 1e6 }')
 
-# run NAME ARGS...: the batch into $tmp/NAME/, wall time in ms on stdout,
-# -v's report in $tmp/NAME.err.
+# run NAME ARGS...: the batch in ${IN:-$tmp/in} into $tmp/NAME/, wall
+# time in ms on stdout, -v's report in $tmp/NAME.err; a run that does not
+# end within 300 s fails.
 run() {
-    local name=$1 t0 t1
+    local name=$1 t0 t1 rc
     shift
     rm -rf "${tmp:?}/$name"
     t0=$(date +%s%N)
-    "$BIN"/gconv -v "$@" -o "$tmp/$name/" "$tmp"/in/*.jpg 2>"$tmp/$name.err" || {
+    timeout 300 "$BIN"/gconv -v "$@" -o "$tmp/$name/" "${IN:-$tmp/in}"/*.jpg 2>"$tmp/$name.err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
         cat "$tmp/$name.err" >&2
+        echo "bench-batch: gconv $* -o $name/: exit $rc (124: it did not end)" >&2
         return 1
-    }
+    fi
     t1=$(date +%s%N)
     echo $(((t1 - t0) / 1000000))
 }
@@ -174,6 +179,7 @@ fi
 # Large photos: 4096x4096, the CPU path and the GPU codecs.
 L=${BATCH_LARGE:-240}
 if [ "$L" -gt 0 ]; then
+    mv "$tmp/in" "$tmp/small"
     photos 4096 4096 2 "$L"
     lmp=$(awk -v n="$L" 'BEGIN { printf "%.1f", n * 4096 * 4096 / 1e6 }')
     echo "Batch: $L JPEGs of 4096x4096 ($lmp MP), gconv -k gaussian:2 -o DIR/"
@@ -193,6 +199,12 @@ if [ "$L" -gt 0 ]; then
         rate "--device gpu, again" "$lgpu2_ms" "$L" "$lmp"
         within_bound "$tmp/lcpu" "$tmp/lgpu2" || exit 1
         against_cpu lgpu2 "$lcpu_ms" "$lgpu2_ms" "$L" "150 images/s"
+        # The small photos again, through the server that now holds large
+        # buffers (a change of its GPU memory once hung here: RESULTS.md,
+        # stop 49).
+        small_ms=$(IN=$tmp/small run after --device gpu -k gaussian:2) || exit 1
+        rate "$N of 1 MP after them" "$small_ms" "$N" "$mp"
+        within_bound "$tmp/cpu" "$tmp/after" || exit 1
         several_gpus lcpu "$L" "$lmp" || exit 1
     fi
 fi
