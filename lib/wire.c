@@ -160,11 +160,13 @@ int gimg_wire_memfd_of(const char *name, size_t bytes, const gimg_wire_piece *pi
                        "a memory file of %zu bytes: %s", bytes, strerror(errno));
     for (int i = 0; i < n && !st; i++) {
         const gimg_wire_piece *c = &pieces[i];
-        const unsigned char *p = c->data;
-        if (c->rows <= 1 || c->stride == c->bytes) /* one run */
-            st = write_at(fd, p, c->bytes * (size_t)(c->rows > 1 ? c->rows : 1), c->offset);
-        for (int y = 0; c->rows > 1 && c->stride != c->bytes && y < c->rows && !st; y++)
-            st = write_at(fd, p + (size_t)y * c->stride, c->bytes, c->offset + (size_t)y * c->bytes);
+        const size_t rows = c->rows > 1 ? (size_t)c->rows : 1;
+        /* Rows packed in memory go in one write, others a row at a time. */
+        const size_t runs = c->stride == c->bytes ? 1 : rows;
+        const size_t run_bytes = c->bytes * (rows / runs);
+        for (size_t y = 0; y < runs && !st; y++)
+            st = write_at(fd, (const unsigned char *)c->data + y * c->stride, run_bytes,
+                          c->offset + y * run_bytes);
     }
     if (st || gimg_wire_seal(fd, NULL, 0)) {
         close(fd);
