@@ -390,7 +390,7 @@ static gimg_status gpu_compare(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
     const size_t off_ssim = off_ssim_out + (sizeof *s + align - 1) / align * align;
     const size_t total = off_ssim + ssim_scratch;
     unsigned char *d_mem = NULL;
-    if ((st = gimg_gpu_malloc((void **)&d_mem, total)))
+    if ((st = gimg_gpu_lane_malloc(g, (void **)&d_mem, total)))
         return st;
     gimg_diff_sums *d_sums = (gimg_diff_sums *)(d_mem + off_sums);
     gimg_ssim_sums *d_ssim = (gimg_ssim_sums *)(d_mem + off_ssim_out);
@@ -424,7 +424,7 @@ static gimg_status gpu_compare(gimg_ctx *ctx, gimg_gpu *g, const gimg_image *a,
     float kernel_ms = 0;
     if (!e)
         e = cudaEventElapsedTime(&kernel_ms, g->ev_start, g->ev_stop);
-    gimg_gpu_free(d_mem, total);
+    gimg_gpu_lane_free(g, d_mem, total);
     if (e)
         return gimg_fail(gimg_cuda_status(e), "CUDA error: comparison: %s",
                          cudaGetErrorString(e));

@@ -707,7 +707,7 @@ struct gimg_conv_bands {
 typedef struct gpu_bufs gpu_bufs;
 #ifdef GIMG_HAVE_CUDA
 static gimg_status gpu_band_rows(gimg_conv_bands *cb, int lo, int hi);
-static void gpu_bufs_free(gpu_bufs *bf);
+static void gpu_bufs_free(struct gimg_gpu *g, gpu_bufs *bf);
 #endif
 static gimg_cost_job conv_job(const gimg_conv_opts *o, gimg_sample sample, size_t bytes,
                               int height, int threads);
@@ -919,7 +919,7 @@ void gimg_conv_bands_free(gimg_conv_bands *cb)
         return;
 #ifdef GIMG_HAVE_CUDA
     if (cb->bufs)
-        gpu_bufs_free(cb->bufs);
+        gpu_bufs_free(cb->gpu, cb->bufs);
 #endif
     free(cb->bufs);
     gimg_image_free(&cb->window);
@@ -1008,6 +1008,8 @@ static gimg_status compute_rows(gimg_conv_bands *cb, int lo, int hi)
         } else {
             /* Out of the GPU's memory even a row at a time: the CPU's
              * from here on. */
+            if (cb->bufs)
+                gpu_bufs_free(cb->gpu, cb->bufs);
             cb->gpu = NULL;
             if ((st = gimg_ctx_gpu_fallback(cb->ctx, st)))
                 return st;
@@ -1145,23 +1147,20 @@ static gimg_status float_buf(gimg_gpu *g, gpu_bufs *bf, int i, size_t bytes)
 {
     if (bf->f_bytes[i] >= bytes)
         return GIMG_OK;
-    if (bf->f[i]) {
-        GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* the kernels may still read it */
-        gimg_gpu_free(bf->f[i], bf->f_bytes[i]);
-    }
+    gimg_gpu_lane_free(g, bf->f[i], bf->f_bytes[i]); /* after the kernels queued on it */
     bf->f[i] = NULL;
     bf->f_bytes[i] = 0;
-    gimg_status st = gimg_gpu_malloc(&bf->f[i], bytes);
+    gimg_status st = gimg_gpu_lane_malloc(g, &bf->f[i], bytes);
     if (!st)
         bf->f_bytes[i] = bytes;
     return st;
 }
 
-static void gpu_bufs_free(gpu_bufs *bf)
+static void gpu_bufs_free(gimg_gpu *g, gpu_bufs *bf)
 {
     for (int i = 0; i < 3; i++)
-        gimg_gpu_free(bf->f[i], bf->f_bytes[i]);
-    gimg_gpu_free(bf->d_taps, bf->taps_cap * sizeof(float));
+        gimg_gpu_lane_free(g, bf->f[i], bf->f_bytes[i]);
+    gimg_gpu_lane_free(g, bf->d_taps, bf->taps_cap * sizeof(float));
     memset(bf, 0, sizeof *bf);
 }
 
@@ -1240,11 +1239,10 @@ static gimg_status gpu_stage(gimg_gpu *g, const gimg_kernel *k, gimg_border b, i
         return GIMG_OK;
     }
     if (bf->taps_cap < taps) {
-        GIMG_CUDA(cudaStreamSynchronize(g->stream)); /* the old taps may be in use */
-        gimg_gpu_free(bf->d_taps, bf->taps_cap * sizeof(float));
+        gimg_gpu_lane_free(g, bf->d_taps, bf->taps_cap * sizeof(float)); /* after its kernels */
         bf->d_taps = NULL;
         bf->taps_cap = 0;
-        if ((st = gimg_gpu_malloc((void **)&bf->d_taps, taps * sizeof(float))))
+        if ((st = gimg_gpu_lane_malloc(g, (void **)&bf->d_taps, taps * sizeof(float))))
             return st;
         bf->taps_cap = taps;
     }
@@ -1400,7 +1398,7 @@ static gimg_status gpu_sub_image(void *state, const gimg_image *sub,
     gimg_status st = gpu_sub_image_run(s, sub, rows, lo, hi, out);
     if (st == GIMG_E_NOMEM) {
         gimg_gpu_release_images(s->g);
-        gpu_bufs_free(s->bf);
+        gpu_bufs_free(s->g, s->bf);
     }
     return st;
 }
@@ -1420,7 +1418,7 @@ gimg_status gimg_conv_gpu(gimg_gpu *g, const gimg_image *in, const gimg_conv_opt
     /* An input on the GPU already (the GPU codecs') has no rows here. */
     if (st == GIMG_E_NOMEM && in->data && o->border != GIMG_BORDER_WRAP) {
         gimg_gpu_release_images(g);
-        gpu_bufs_free(&bf);
+        gpu_bufs_free(g, &bf);
         const unsigned char **rows = malloc((size_t)in->height * sizeof *rows);
         row_range *ranges = calloc((size_t)o->n_kernels, sizeof *ranges);
         if (!rows || !ranges) {
@@ -1444,7 +1442,7 @@ gimg_status gimg_conv_gpu(gimg_gpu *g, const gimg_image *in, const gimg_conv_opt
         cudaStreamSynchronize(g->stream);
     else
         clamp_maxval(in, out);
-    gpu_bufs_free(&bf);
+    gpu_bufs_free(g, &bf);
     return st;
 }
 

@@ -47,37 +47,62 @@ static void read_limit(void)
     g_limit_bytes = (size_t)v << shift;
 }
 
-static void unclaim(size_t bytes)
+void gimg_gpu_unclaim(size_t bytes)
 {
     pthread_mutex_lock(&g_used_lock);
     g_used_bytes -= bytes < g_used_bytes ? bytes : g_used_bytes;
     pthread_mutex_unlock(&g_used_lock);
 }
 
-gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes)
+gimg_status gimg_gpu_claim(size_t bytes)
 {
-    *d_ptr = NULL;
     pthread_mutex_lock(&g_used_lock);
     const size_t used = g_used_bytes;
     const int over = bytes > g_limit_bytes || used > g_limit_bytes - bytes;
     if (!over)
-        g_used_bytes += bytes;      /* claimed; given back below on failure */
+        g_used_bytes += bytes;
     pthread_mutex_unlock(&g_used_lock);
     if (over)
         return gimg_fail(GIMG_E_NOMEM,
                          "GPU out of memory: %zu more bytes would exceed GIMG_GPU_MEM_LIMIT "
                          "(%zu bytes, %zu in use)", bytes, g_limit_bytes, used);
+    return GIMG_OK;
+}
+
+/* The device out of memory allocating bytes, as GIMG_E_NOMEM. */
+static gimg_status out_of_memory(size_t bytes)
+{
+    (void)cudaGetLastError(); /* not sticky: clear it */
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    return gimg_fail(GIMG_E_NOMEM, "GPU out of memory allocating %zu bytes (%zu free of %zu)",
+                     bytes, free_bytes, total);
+}
+
+gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes)
+{
+    *d_ptr = NULL;
+    gimg_status st = gimg_gpu_claim(bytes); /* given back below on failure */
+    if (st)
+        return st;
     cudaError_t e = cudaMalloc(d_ptr, bytes);
-    if (e != cudaSuccess)
-        unclaim(bytes);
     if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();               /* not sticky: clear it */
-        size_t free_bytes = 0, total = 0;
-        cudaMemGetInfo(&free_bytes, &total);
-        *d_ptr = NULL;
-        return gimg_fail(GIMG_E_NOMEM, "GPU out of memory allocating %zu bytes (%zu free of %zu)",
-                         bytes, free_bytes, total);
+        /* What the lanes' pool keeps (gimg_gpu_lane_malloc) goes back to
+         * the device, and once more. */
+        int device = 0;
+        cudaMemPool_t pool;
+        (void)cudaGetLastError();
+        if (cudaGetDevice(&device) == cudaSuccess &&
+            cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
+            cudaDeviceSynchronize() == cudaSuccess && cudaMemPoolTrimTo(pool, 0) == cudaSuccess)
+            e = cudaMalloc(d_ptr, bytes);
     }
+    if (e != cudaSuccess) {
+        gimg_gpu_unclaim(bytes);
+        *d_ptr = NULL;
+    }
+    if (e == cudaErrorMemoryAllocation)
+        return out_of_memory(bytes);
     GIMG_CUDA(e);
     return GIMG_OK;
 }
@@ -87,7 +112,38 @@ void gimg_gpu_free(void *d_ptr, size_t bytes)
     if (!d_ptr)
         return;
     cudaFree(d_ptr);
-    unclaim(bytes);
+    gimg_gpu_unclaim(bytes);
+}
+
+gimg_status gimg_gpu_lane_malloc(gimg_gpu *g, void **d_ptr, size_t bytes)
+{
+    if (!g->pools)
+        return gimg_gpu_malloc(d_ptr, bytes);
+    *d_ptr = NULL;
+    gimg_status st = gimg_gpu_claim(bytes);
+    if (st)
+        return st;
+    cudaError_t e = cudaMallocAsync(d_ptr, bytes, g->stream);
+    if (e != cudaSuccess) {
+        gimg_gpu_unclaim(bytes);
+        *d_ptr = NULL;
+    }
+    if (e == cudaErrorMemoryAllocation)
+        return out_of_memory(bytes);
+    GIMG_CUDA(e);
+    return GIMG_OK;
+}
+
+void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes)
+{
+    if (!d_ptr)
+        return;
+    if (!g->pools) {
+        gimg_gpu_free(d_ptr, bytes);
+        return;
+    }
+    cudaFreeAsync(d_ptr, g->stream);
+    gimg_gpu_unclaim(bytes);
 }
 
 gimg_status gimg_gpu_bind(gimg_gpu *g)
@@ -109,6 +165,17 @@ static gimg_status setup(gimg_gpu *g, int index)
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     g->sm_count = prop.multiProcessorCount;
     GIMG_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+    /* The GPU's default pool keeps what the lanes give back
+     * (gimg_gpu_lane_malloc), for their next buffers. */
+    int pools = 0;
+    cudaMemPool_t pool;
+    uint64_t keep_all = UINT64_MAX;
+    g->pools = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, index) ==
+                   cudaSuccess &&
+               pools && cudaDeviceGetDefaultMemPool(&pool, index) == cudaSuccess &&
+               cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) ==
+                   cudaSuccess;
+    (void)cudaGetLastError();
     GIMG_CUDA(cudaEventCreate(&g->ev_start));
     GIMG_CUDA(cudaEventCreate(&g->ev_stop));
     for (int s = 0; s < GIMG_GPU_SLOTS; s++)
@@ -151,7 +218,7 @@ void gimg_gpu_close(gimg_gpu *g)
         cudaStreamSynchronize(g->stream);
     gimg_gpu_jpeg_close(g);
     for (int i = 0; i < GIMG_GPU_SLOTS; i++) {
-        gimg_gpu_free(g->d_buf[i], g->d_cap[i]);
+        gimg_gpu_lane_free(g, g->d_buf[i], g->d_cap[i]);
         cudaFreeHost(g->h_stage[i]);
         for (int c = 0; c < GIMG_STAGE_CHUNKS; c++)
             if (g->ev_chunk[i][c])
@@ -189,12 +256,12 @@ gimg_status gimg_gpu_hist_sync(gimg_gpu *g, unsigned **d_sync)
 
 void gimg_gpu_release_images(gimg_gpu *g)
 {
-    cudaStreamSynchronize(g->stream);
     for (int slot = 0; slot < 2; slot++) {
-        gimg_gpu_free(g->d_buf[slot], g->d_cap[slot]);
+        gimg_gpu_lane_free(g, g->d_buf[slot], g->d_cap[slot]);
         g->d_buf[slot] = NULL;
         g->d_cap[slot] = 0;
     }
+    cudaStreamSynchronize(g->stream);
 }
 
 gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int channels,
@@ -209,10 +276,10 @@ gimg_status gimg_gpu_image(gimg_gpu *g, int slot, int width, int height, int cha
     if (bytes / pitch != (size_t)height)
         return gimg_fail(GIMG_E_LIMIT, "image too large for the GPU");
     if (g->d_cap[slot] < bytes) {
-        gimg_gpu_free(g->d_buf[slot], g->d_cap[slot]);
+        gimg_gpu_lane_free(g, g->d_buf[slot], g->d_cap[slot]);
         g->d_buf[slot] = NULL;
         g->d_cap[slot] = 0;
-        if ((st = gimg_gpu_malloc(&g->d_buf[slot], bytes)))
+        if ((st = gimg_gpu_lane_malloc(g, &g->d_buf[slot], bytes)))
             return st;
         g->d_cap[slot] = bytes;
         /* The kernels read whole 16-byte words, row padding included; give

@@ -67,6 +67,7 @@ typedef struct gimg_gpu {
     char name[256];
     int sm_count;
     cudaStream_t stream;
+    int pools;              /* the GPU has memory pools: gimg_gpu_lane_malloc's */
     cudaEvent_t ev_start, ev_stop;
     /* Device buffers kept across images and grown on demand. */
     void *d_buf[GIMG_GPU_SLOTS];
@@ -98,6 +99,17 @@ typedef struct gimg_gpu {
  * gimg_gpu_free takes the size that was allocated. */
 gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes);
 void gimg_gpu_free(void *d_ptr, size_t bytes);
+/* A lane's own buffers, ordered on its stream: allocated from the GPU's
+ * pool, which keeps what is given back, and given back after the work
+ * queued on the stream, without waiting (cudaFree waits for the whole
+ * GPU: every lane's work in flight). Where the GPU has no memory pools,
+ * gimg_gpu_malloc and gimg_gpu_free. */
+gimg_status gimg_gpu_lane_malloc(gimg_gpu *g, void **d_ptr, size_t bytes);
+void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes);
+/* The count alone, for memory allocated otherwise (nvJPEG's, from a
+ * stream-ordered pool): claim before allocating, unclaim once freed. */
+gimg_status gimg_gpu_claim(size_t bytes);
+void gimg_gpu_unclaim(size_t bytes);
 
 /* Sets the device up on the calling thread (the slow part: CUDA's start-up).
  * The caller frees *out with gimg_gpu_close(). */

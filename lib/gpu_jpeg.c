@@ -4,6 +4,7 @@
 #ifdef GIMG_HAVE_CUDA
 #include "jpeg_internal.h"
 #include "nvjpeg_api.h"
+#include "nvjpeg_memory.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -93,6 +94,7 @@ struct gimg_gpu_jpeg {
     const gimg_nvjpeg_api *api;
     gimg_nvjpeg_handle handle;
     int owns_handle;             /* lane 0 of its GPU: destroys the handle last */
+    gimg_nvjpeg_memory *memory;  /* the GPU's, lane 0's */
     int hardware;                /* the handle's backend is the hardware decoder */
     jpeg_batcher *batcher;       /* hardware: the GPU's, lane 0's */
     cudaEvent_t ev_decoded;      /* hardware: this lane's image is decoded */
@@ -106,7 +108,7 @@ struct gimg_gpu_jpeg {
     gimg_nvjpeg_enc_state enc;
     gimg_nvjpeg_enc_params params;
     int params_quality, params_subsampling; /* what params hold; -1: nothing yet */
-    unsigned char *h_bits;       /* pinned: the encoder's bitstream comes back here */
+    unsigned char *h_bits;       /* pinned (memory's): the encoder's bitstream comes back here */
     size_t h_bits_cap;
 };
 
@@ -125,59 +127,6 @@ static gimg_status nv_fail(int s, const char *what)
     return gimg_fail(st, "nvJPEG: %s: %s", what, gimg_nvjpeg_status_name(s));
 }
 
-/* nvJPEG's device memory goes through gimg_gpu_malloc, so that
- * GIMG_GPU_MEM_LIMIT counts it with the tool's own buffers. nvJPEG frees
- * by address alone: the sizes are kept here (a few dozen blocks a GPU). A
- * refused allocation fails nvJPEG's call (an allocator failure), and the
- * image goes to the CPU's codecs. */
-static pthread_mutex_t g_nv_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct nv_block {
-    void *d_ptr;
-    size_t bytes;
-} *g_nv_blocks;
-static size_t g_nv_n_blocks, g_nv_blocks_cap;
-
-static int nv_dev_malloc(void **d_ptr, size_t bytes)
-{
-    if (gimg_gpu_malloc(d_ptr, bytes))
-        return 1;
-    pthread_mutex_lock(&g_nv_blocks_lock);
-    if (g_nv_n_blocks == g_nv_blocks_cap) {
-        const size_t cap = g_nv_blocks_cap ? 2 * g_nv_blocks_cap : 64;
-        struct nv_block *grown = realloc(g_nv_blocks, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&g_nv_blocks_lock);
-            gimg_gpu_free(*d_ptr, bytes);
-            *d_ptr = NULL;
-            return 1;
-        }
-        g_nv_blocks = grown;
-        g_nv_blocks_cap = cap;
-    }
-    g_nv_blocks[g_nv_n_blocks++] = (struct nv_block){*d_ptr, bytes};
-    pthread_mutex_unlock(&g_nv_blocks_lock);
-    return 0;
-}
-
-static int nv_dev_free(void *d_ptr)
-{
-    size_t bytes = 0;
-    if (!d_ptr)
-        return 0;
-    pthread_mutex_lock(&g_nv_blocks_lock);
-    for (size_t i = g_nv_n_blocks; i-- > 0;)
-        if (g_nv_blocks[i].d_ptr == d_ptr) {
-            bytes = g_nv_blocks[i].bytes;
-            g_nv_blocks[i] = g_nv_blocks[--g_nv_n_blocks];
-            break;
-        }
-    pthread_mutex_unlock(&g_nv_blocks_lock);
-    gimg_gpu_free(d_ptr, bytes);
-    return 0;
-}
-
-static gimg_nvjpeg_dev_allocator g_nv_allocator = {nv_dev_malloc, nv_dev_free};
-
 #define NV(call, what)                                                                   \
     do {                                                                                 \
         int nv_status_ = (call);                                                         \
@@ -190,7 +139,8 @@ static gimg_nvjpeg_dev_allocator g_nv_allocator = {nv_dev_malloc, nv_dev_free};
  * with chroma upsampled by interpolation (libjpeg-turbo's way: without
  * it 4:2:0 photos decode 34 dB from libjpeg-turbo's, on an H100) and
  * strict bitstream checks where the version has them. */
-static gimg_status open_handle(const gimg_nvjpeg_api *api, gimg_nvjpeg_handle *h, int *hardware)
+static gimg_status open_handle(const gimg_nvjpeg_api *api, gimg_nvjpeg_memory *memory,
+                               gimg_nvjpeg_handle *h, int *hardware)
 {
     static const unsigned flags[2] = {GIMG_NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION |
                                           GIMG_NVJPEG_FLAGS_BITSTREAM_STRICT,
@@ -199,7 +149,7 @@ static gimg_status open_handle(const gimg_nvjpeg_api *api, gimg_nvjpeg_handle *h
     int s = GIMG_NVJPEG_NOT_INITIALIZED;
     for (int b = 0; b < 2; b++)
         for (int f = 0; f < 2; f++)
-            if ((s = api->CreateEx(backends[b], &g_nv_allocator, NULL, flags[f], h)) ==
+            if ((s = gimg_nvjpeg_memory_create_handle(memory, api, backends[b], flags[f], h)) ==
                 GIMG_NVJPEG_SUCCESS) {
                 *hardware = b == 0;
                 return GIMG_OK;
@@ -250,11 +200,17 @@ gimg_status gimg_gpu_jpeg_open(gimg_gpu *const *lanes, int n_lanes)
     gimg_nvjpeg_handle handle = NULL;
     int hardware = 0;
     jpeg_batcher *batcher = NULL;
-    gimg_status st = open_handle(api, &handle, &hardware);
+    gimg_nvjpeg_memory *memory = NULL;
+    gimg_status st = gimg_nvjpeg_memory_new(lanes[0]->device, &memory);
     if (st)
         return st;
+    if ((st = open_handle(api, memory, &handle, &hardware))) {
+        gimg_nvjpeg_memory_free(memory);
+        return st;
+    }
     if (hardware && (st = batcher_new(&batcher))) {
         api->Destroy(handle);
+        gimg_nvjpeg_memory_free(memory);
         return st;
     }
     if (batcher)
@@ -271,6 +227,7 @@ gimg_status gimg_gpu_jpeg_open(gimg_gpu *const *lanes, int n_lanes)
             if (l == 0) {
                 batcher_free(api, batcher);
                 api->Destroy(handle);
+                gimg_nvjpeg_memory_free(memory);
             }
             return j ? gimg_fail(gimg_cuda_status(e), "CUDA error: %s", cudaGetErrorString(e))
                      : gimg_fail(GIMG_E_NOMEM, "out of memory");
@@ -278,6 +235,7 @@ gimg_status gimg_gpu_jpeg_open(gimg_gpu *const *lanes, int n_lanes)
         j->api = api;
         j->handle = handle;
         j->owns_handle = l == 0;
+        j->memory = memory;
         j->hardware = hardware;
         j->batcher = batcher;
         j->params_quality = j->params_subsampling = -1;
@@ -296,8 +254,7 @@ void gimg_gpu_jpeg_close(gimg_gpu *g)
         cudaEventDestroy(j->ev_decoded);
     }
     free(j->strips);
-    if (j->h_bits)
-        cudaFreeHost(j->h_bits);
+    gimg_nvjpeg_pinned_put(j->memory, j->h_bits, j->h_bits_cap, NULL);
     if (j->d_scratch)
         gimg_gpu_free(j->d_scratch, j->scratch_bytes);
     if (j->owns_handle && j->batcher) {
@@ -312,8 +269,10 @@ void gimg_gpu_jpeg_close(gimg_gpu *g)
     if (j->enc)
         j->api->EncoderStateDestroy(j->enc);
     /* The other lanes close first (device.c closes lanes in reverse). */
-    if (j->owns_handle)
+    if (j->owns_handle) {
         j->api->Destroy(j->handle);
+        gimg_nvjpeg_memory_free(j->memory);
+    }
     free(j);
     g->jpeg = NULL;
 }
@@ -623,17 +582,13 @@ gimg_status gimg_gpu_jpeg_encode(gimg_gpu *g, const gimg_dimage *d, int quality,
      * 1 MP photos 1834-1910 -> 1978-2045. */
     if (n > j->h_bits_cap) {
         /* Half as much again, whole MiB: the next images' bitstreams vary
-         * in size, and freeing pinned memory waits for the whole GPU. */
+         * in size. The smaller buffer is idle (the stream was waited for):
+         * the GPU's other lanes may take it. */
         const size_t mib = (size_t)1 << 20;
         const size_t cap = n > SIZE_MAX / 2 - mib ? n : (n + n / 2 + mib - 1) / mib * mib;
-        cudaFreeHost(j->h_bits);
+        gimg_nvjpeg_pinned_put(j->memory, j->h_bits, j->h_bits_cap, NULL);
         j->h_bits_cap = 0;
-        if (cudaHostAlloc((void **)&j->h_bits, cap, cudaHostAllocDefault) == cudaSuccess)
-            j->h_bits_cap = cap;
-        else {
-            (void)cudaGetLastError();
-            j->h_bits = NULL;
-        }
+        j->h_bits = gimg_nvjpeg_pinned_get(j->memory, cap, &j->h_bits_cap);
     }
     const int pinned = n <= j->h_bits_cap;
     int s = j->api->EncodeRetrieveBitstream(j->handle, j->enc, pinned ? j->h_bits : out, &n,

@@ -51,6 +51,7 @@ static void load_once(void)
             return;
         }
     }
+    *(void **)&g_api.CreateExV2 = dlsym(lib, "nvjpegCreateExV2"); /* optional */
     int major = 0, minor = 0, patch = 0;
     if (g_api.GetProperty(GIMG_NVJPEG_MAJOR_VERSION, &major) ||
         g_api.GetProperty(GIMG_NVJPEG_MINOR_VERSION, &minor) ||

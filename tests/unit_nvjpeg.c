@@ -351,6 +351,23 @@ _Static_assert(sizeof(gimg_nvjpeg_dev_allocator) == sizeof(nvjpegDevAllocator_t)
                    __builtin_types_compatible_p(__typeof__(((gimg_nvjpeg_dev_allocator *)0)->dev_free),
                                                 tDevFree),
                "nvjpegDevAllocator_t");
+#define FIELD_AS(ours, theirs, field)                                                      \
+    (offsetof(ours, field) == offsetof(theirs, field) &&                                  \
+     __builtin_types_compatible_p(__typeof__(((ours *)0)->field), __typeof__(((theirs *)0)->field)))
+_Static_assert(sizeof(gimg_nvjpeg_dev_allocator_v2) == sizeof(nvjpegDevAllocatorV2_t) &&
+                   FIELD_AS(gimg_nvjpeg_dev_allocator_v2, nvjpegDevAllocatorV2_t, dev_malloc) &&
+                   FIELD_AS(gimg_nvjpeg_dev_allocator_v2, nvjpegDevAllocatorV2_t, dev_free) &&
+                   FIELD_AS(gimg_nvjpeg_dev_allocator_v2, nvjpegDevAllocatorV2_t, dev_ctx),
+               "nvjpegDevAllocatorV2_t");
+_Static_assert(sizeof(gimg_nvjpeg_pinned_allocator_v2) == sizeof(nvjpegPinnedAllocatorV2_t) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_malloc) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_free) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_ctx),
+               "nvjpegPinnedAllocatorV2_t");
+#undef FIELD_AS
 _Static_assert(sizeof(int) == sizeof(nvjpegStatus_t) && sizeof(int) == sizeof(nvjpegBackend_t) &&
                    sizeof(int) == sizeof(nvjpegChromaSubsampling_t),
                "enums passed as int");
