@@ -108,7 +108,7 @@ struct gimg_gpu_jpeg {
     gimg_nvjpeg_enc_state enc;
     gimg_nvjpeg_enc_params params;
     int params_quality, params_subsampling; /* what params hold; -1: nothing yet */
-    unsigned char *h_bits;       /* pinned (memory's): the encoder's bitstream comes back here */
+    unsigned char *h_bits;       /* pinned: the encoder's bitstream comes back here */
     size_t h_bits_cap;
 };
 
@@ -254,7 +254,8 @@ void gimg_gpu_jpeg_close(gimg_gpu *g)
         cudaEventDestroy(j->ev_decoded);
     }
     free(j->strips);
-    gimg_nvjpeg_pinned_put(j->memory, j->h_bits, j->h_bits_cap, NULL);
+    if (j->h_bits)
+        cudaFreeHost(j->h_bits);
     if (j->d_scratch)
         gimg_gpu_free(j->d_scratch, j->scratch_bytes);
     if (j->owns_handle && j->batcher) {
@@ -582,13 +583,17 @@ gimg_status gimg_gpu_jpeg_encode(gimg_gpu *g, const gimg_dimage *d, int quality,
      * 1 MP photos 1834-1910 -> 1978-2045. */
     if (n > j->h_bits_cap) {
         /* Half as much again, whole MiB: the next images' bitstreams vary
-         * in size. The smaller buffer is idle (the stream was waited for):
-         * the GPU's other lanes may take it. */
+         * in size, and freeing pinned memory waits for the whole GPU. */
         const size_t mib = (size_t)1 << 20;
         const size_t cap = n > SIZE_MAX / 2 - mib ? n : (n + n / 2 + mib - 1) / mib * mib;
-        gimg_nvjpeg_pinned_put(j->memory, j->h_bits, j->h_bits_cap, NULL);
+        cudaFreeHost(j->h_bits);
         j->h_bits_cap = 0;
-        j->h_bits = gimg_nvjpeg_pinned_get(j->memory, cap, &j->h_bits_cap);
+        if (cudaHostAlloc((void **)&j->h_bits, cap, cudaHostAllocDefault) == cudaSuccess)
+            j->h_bits_cap = cap;
+        else {
+            (void)cudaGetLastError();
+            j->h_bits = NULL;
+        }
     }
     const int pinned = n <= j->h_bits_cap;
     int s = j->api->EncodeRetrieveBitstream(j->handle, j->enc, pinned ? j->h_bits : out, &n,

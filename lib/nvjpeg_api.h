@@ -84,19 +84,14 @@ typedef struct {
     int (*dev_free)(void *ptr);
 } gimg_nvjpeg_dev_allocator;
 
-/* nvjpegDevAllocatorV2_t and nvjpegPinnedAllocatorV2_t: stream-ordered
- * (nvJPEG names the stream its work on the memory is queued on, and the
- * size), with ctx passed back to each call. */
+/* nvjpegDevAllocatorV2_t: stream-ordered (nvJPEG names the stream its
+ * work on the memory is queued on, and the size), with ctx passed back to
+ * each call. */
 typedef struct {
     int (*dev_malloc)(void *ctx, void **ptr, size_t bytes, gimg_nvjpeg_stream stream);
     int (*dev_free)(void *ctx, void *ptr, size_t bytes, gimg_nvjpeg_stream stream);
     void *dev_ctx;
 } gimg_nvjpeg_dev_allocator_v2;
-typedef struct {
-    int (*pinned_malloc)(void *ctx, void **ptr, size_t bytes, gimg_nvjpeg_stream stream);
-    int (*pinned_free)(void *ctx, void *ptr, size_t bytes, gimg_nvjpeg_stream stream);
-    void *pinned_ctx;
-} gimg_nvjpeg_pinned_allocator_v2;
 
 /* The entry points, each named as nvJPEG names it without "nvjpeg". */
 typedef struct {
@@ -106,8 +101,7 @@ typedef struct {
                     void *pinned_allocator, unsigned flags, gimg_nvjpeg_handle *handle);
     /* NULL where the library lacks it (an old one). */
     int (*CreateExV2)(int backend, gimg_nvjpeg_dev_allocator_v2 *dev_allocator,
-                      gimg_nvjpeg_pinned_allocator_v2 *pinned_allocator, unsigned flags,
-                      gimg_nvjpeg_handle *handle);
+                      void *pinned_allocator, unsigned flags, gimg_nvjpeg_handle *handle);
     int (*Destroy)(gimg_nvjpeg_handle handle);
     int (*JpegStateCreate)(gimg_nvjpeg_handle handle, gimg_nvjpeg_state *state);
     int (*JpegStateDestroy)(gimg_nvjpeg_state state);

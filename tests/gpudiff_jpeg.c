@@ -10,9 +10,7 @@
  *    image it was made from, as close as our CPU encoder's file at the
  *    same quality and subsampling (PSNR within GIMG_GPU_JPEG_ENCODE_DB);
  *  - damaged files: scan data overwritten (nvJPEG may refuse them or
- *    decode them; it must not fault: compute-sanitizer runs this);
- *  - nvJPEG's pinned memory (nvjpeg_memory.h): a block given back is
- *    handed out again once idle, never while its stream's work is queued.
+ *    decode them; it must not fault: compute-sanitizer runs this).
  * It prints the figures it measured. Skips (77) without a GPU or nvJPEG.
  *
  *   gpudiff_jpeg [--small | --time]   --small: sizes for compute-sanitizer
@@ -23,13 +21,11 @@
 #include "gpu_jpeg.h"
 #include "jpeg_internal.h"
 #include "nvjpeg_api.h"
-#include "nvjpeg_memory.h"
 #include "testimg.h"
 #include "check.h"
 
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -426,52 +422,6 @@ static void time_lanes(void)
         gimg_gpu_close(lanes[l]);
 }
 
-/* Holds a stream until *arg (an int) is set: its work stays queued. */
-static void CUDART_CB hold_stream(void *arg)
-{
-    while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
-        sched_yield();
-}
-
-static void test_pinned_kept(void)
-{
-    const size_t mib = (size_t)1 << 20;
-    gimg_nvjpeg_memory *m = NULL;
-    size_t got = 0, got2 = 0;
-    cudaStream_t stream = NULL;
-    CHECK(gimg_nvjpeg_memory_new(0, &m) == GIMG_OK, "%s", gimg_last_error());
-    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "a stream");
-    if (!m || !stream)
-        goto out;
-    /* Idle blocks come back, at most twice as large as asked (and 1 MiB). */
-    void *a = gimg_nvjpeg_pinned_get(m, 4 * mib, &got);
-    CHECK(a && got == 4 * mib, "a new block: %p, %zu bytes", a, got);
-    gimg_nvjpeg_pinned_put(m, a, got, NULL);
-    void *b = gimg_nvjpeg_pinned_get(m, 3 * mib, &got2);
-    CHECK(b == a && got2 == 4 * mib, "the idle block again: %p (%zu bytes), not %p", b, got2, a);
-    gimg_nvjpeg_pinned_put(m, b, got2, NULL);
-    void *small = gimg_nvjpeg_pinned_get(m, 64 * 1024, &got2);
-    CHECK(small && small != a && got2 == 64 * 1024, "a small request keeps off the large block");
-    gimg_nvjpeg_pinned_put(m, small, got2, NULL);
-    /* A block given back behind queued work waits for it. */
-    int release = 0;
-    a = gimg_nvjpeg_pinned_get(m, 4 * mib, &got);
-    CHECK(cudaLaunchHostFunc(stream, hold_stream, &release) == cudaSuccess, "holding the stream");
-    gimg_nvjpeg_pinned_put(m, a, got, stream);
-    b = gimg_nvjpeg_pinned_get(m, 4 * mib, &got2);
-    CHECK(b && b != a, "a block still in use is not handed out (%p)", b);
-    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
-    cudaStreamSynchronize(stream);
-    gimg_nvjpeg_pinned_put(m, b, got2, NULL);
-    void *c = gimg_nvjpeg_pinned_get(m, 4 * mib, &got);
-    CHECK(c == a || c == b, "once its work is done the block comes back");
-    gimg_nvjpeg_pinned_put(m, c, got, NULL);
-out:
-    if (stream)
-        cudaStreamDestroy(stream);
-    gimg_nvjpeg_memory_free(m);
-}
-
 int main(int argc, char **argv)
 {
     g_small = argc > 1 && !strcmp(argv[1], "--small");
@@ -498,7 +448,6 @@ int main(int argc, char **argv)
     RUN(test_decode_strips);
     RUN(test_encode_round_trip);
     RUN(test_damaged);
-    RUN(test_pinned_kept);
     gimg_gpu_close(g_gpu);
     return check_summary();
 }
