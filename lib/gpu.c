@@ -115,6 +115,31 @@ void gimg_gpu_free(void *d_ptr, size_t bytes)
     gimg_gpu_unclaim(bytes);
 }
 
+int gimg_gpu_pool(int device, cudaMemPool_t *pool)
+{
+    /* It keeps all that is given back (the release threshold the most).
+     * Memory given back on one stream goes to another only once the GPU
+     * is past its last use (opportunistic reuse), never on a dependency
+     * between the streams (the pool's default): the hardware JPEG
+     * decoder writes its outputs without waiting for the work queued on
+     * its stream before it (torchcodec #1634), so memory still read there
+     * must not be its destination. */
+    int pools = 0, no = 0, yes = 1;
+    uint64_t keep_all = UINT64_MAX;
+    const int ok =
+        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+        pools && cudaDeviceGetDefaultMemPool(pool, device) == cudaSuccess &&
+        cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep_all) ==
+            cudaSuccess &&
+        cudaMemPoolSetAttribute(*pool, cudaMemPoolReuseFollowEventDependencies, &no) ==
+            cudaSuccess &&
+        cudaMemPoolSetAttribute(*pool, cudaMemPoolReuseAllowInternalDependencies, &no) ==
+            cudaSuccess &&
+        cudaMemPoolSetAttribute(*pool, cudaMemPoolReuseAllowOpportunistic, &yes) == cudaSuccess;
+    (void)cudaGetLastError();
+    return ok;
+}
+
 gimg_status gimg_gpu_lane_malloc(gimg_gpu *g, void **d_ptr, size_t bytes)
 {
     if (!g->pools)
@@ -165,17 +190,8 @@ static gimg_status setup(gimg_gpu *g, int index)
     snprintf(g->name, sizeof g->name, "%s", prop.name);
     g->sm_count = prop.multiProcessorCount;
     GIMG_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
-    /* The GPU's default pool keeps what the lanes give back
-     * (gimg_gpu_lane_malloc), for their next buffers. */
-    int pools = 0;
     cudaMemPool_t pool;
-    uint64_t keep_all = UINT64_MAX;
-    g->pools = cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, index) ==
-                   cudaSuccess &&
-               pools && cudaDeviceGetDefaultMemPool(&pool, index) == cudaSuccess &&
-               cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) ==
-                   cudaSuccess;
-    (void)cudaGetLastError();
+    g->pools = gimg_gpu_pool(index, &pool);
     GIMG_CUDA(cudaEventCreate(&g->ev_start));
     GIMG_CUDA(cudaEventCreate(&g->ev_stop));
     for (int s = 0; s < GIMG_GPU_SLOTS; s++)

@@ -5,7 +5,6 @@
 #include "gpu_internal.h"
 
 #include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 struct gimg_nvjpeg_memory {
@@ -127,19 +126,11 @@ gimg_status gimg_nvjpeg_memory_new(int device, gimg_nvjpeg_memory **out)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     m->device = device;
     m->dev_v2 = (gimg_nvjpeg_dev_allocator_v2){pool_malloc, pool_free, m};
-    /* The GPU's default pool, which the lanes' buffers come from too
-     * (gimg_gpu_lane_malloc): it keeps what is given back (its release
-     * threshold the most), since nvJPEG allocates again at the sizes it
-     * freed. */
-    int pools = 0;
-    uint64_t keep_all = UINT64_MAX;
-    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess ||
-        !pools || cudaDeviceGetDefaultMemPool(&m->pool, device) != cudaSuccess ||
-        cudaMemPoolSetAttribute(m->pool, cudaMemPoolAttrReleaseThreshold, &keep_all) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
+    /* The GPU's default pool, which the lanes' buffers come from too: it
+     * keeps what is given back, since nvJPEG allocates again at the sizes
+     * it freed. */
+    if (!gimg_gpu_pool(device, &m->pool))
         m->pool = NULL; /* CreateEx and the counted allocator */
-    }
     *out = m;
     return GIMG_OK;
 }
