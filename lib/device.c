@@ -1019,15 +1019,17 @@ void gimg_ctx_memory_text(gimg_ctx *ctx, char *buf, size_t size)
     pthread_mutex_lock(&ctx->lock);
     int done = ctx->done;
     pthread_mutex_unlock(&ctx->lock);
+    if (done)
+        device_bytes = gimg_gpu_claimed_bytes();
     for (int i = 0; done && i < ctx->n_gpus; i++)
         for (int l = 0; l < ctx->gpu[i].n_lanes; l++) {
             const gimg_gpu *g = ctx->gpu[i].lane[l];
-            for (int k = 0; g && k < GIMG_GPU_SLOTS; k++) {
-                device_bytes += g->d_cap[k];
+            for (int k = 0; g && k < GIMG_GPU_SLOTS; k++)
                 pinned_bytes += g->h_stage_cap[k];
-            }
+            if (g)
+                pinned_bytes += gimg_gpu_jpeg_pinned_bytes(g);
         }
 #endif
-    snprintf(buf, size, "memory held: %.1f MB on the GPUs, %.1f MB of pinned staging\n",
+    snprintf(buf, size, "memory held: %.1f MB on the GPUs, %.1f MB pinned\n",
              device_bytes / 1e6, pinned_bytes / 1e6);
 }

@@ -54,6 +54,14 @@ void gimg_gpu_unclaim(size_t bytes)
     pthread_mutex_unlock(&g_used_lock);
 }
 
+size_t gimg_gpu_claimed_bytes(void)
+{
+    pthread_mutex_lock(&g_used_lock);
+    const size_t bytes = g_used_bytes;
+    pthread_mutex_unlock(&g_used_lock);
+    return bytes;
+}
+
 gimg_status gimg_gpu_claim(size_t bytes)
 {
     pthread_mutex_lock(&g_used_lock);

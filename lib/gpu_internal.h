@@ -113,6 +113,8 @@ void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes);
  * stream-ordered pool): claim before allocating, unclaim once freed. */
 gimg_status gimg_gpu_claim(size_t bytes);
 void gimg_gpu_unclaim(size_t bytes);
+/* All the process holds on its GPUs, as counted against the limit. */
+size_t gimg_gpu_claimed_bytes(void);
 
 /* Sets the device up on the calling thread (the slow part: CUDA's start-up).
  * The caller frees *out with gimg_gpu_close(). */

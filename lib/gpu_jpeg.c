@@ -110,6 +110,13 @@ struct gimg_gpu_jpeg {
     int params_quality, params_subsampling; /* what params hold; -1: nothing yet */
     unsigned char *h_bits;       /* pinned: the encoder's bitstream comes back here */
     size_t h_bits_cap;
+    /* Pinned buffers h_bits outgrew, freed at close: freeing pinned memory
+     * waits for the whole GPU, every lane's work in flight, and at a
+     * server's first large photos each of its lanes did so once. Each
+     * links to the next in its first bytes. Growth by half at least
+     * keeps them below twice h_bits_cap together. */
+    unsigned char *h_bits_outgrown;
+    size_t h_bits_outgrown_bytes;
 };
 
 /* nvJPEG's status s of call `what` as our failure: GIMG_E_FORMAT for what
@@ -244,6 +251,15 @@ gimg_status gimg_gpu_jpeg_open(gimg_gpu *const *lanes, int n_lanes)
     return GIMG_OK;
 }
 
+size_t gimg_gpu_jpeg_pinned_bytes(const gimg_gpu *g)
+{
+    const struct gimg_gpu_jpeg *j = g->jpeg;
+    if (!j)
+        return 0;
+    return j->h_bits_cap + j->h_bits_outgrown_bytes +
+           (j->owns_handle ? gimg_nvjpeg_memory_pinned_bytes(j->memory) : 0);
+}
+
 void gimg_gpu_jpeg_close(gimg_gpu *g)
 {
     struct gimg_gpu_jpeg *j = g->jpeg;
@@ -256,6 +272,12 @@ void gimg_gpu_jpeg_close(gimg_gpu *g)
     free(j->strips);
     if (j->h_bits)
         cudaFreeHost(j->h_bits);
+    while (j->h_bits_outgrown) {
+        unsigned char *next;
+        memcpy(&next, j->h_bits_outgrown, sizeof next);
+        cudaFreeHost(j->h_bits_outgrown);
+        j->h_bits_outgrown = next;
+    }
     if (j->d_scratch)
         gimg_gpu_free(j->d_scratch, j->scratch_bytes);
     if (j->owns_handle && j->batcher) {
@@ -583,17 +605,22 @@ gimg_status gimg_gpu_jpeg_encode(gimg_gpu *g, const gimg_dimage *d, int quality,
      * 1 MP photos 1834-1910 -> 1978-2045. */
     if (n > j->h_bits_cap) {
         /* Half as much again, whole MiB: the next images' bitstreams vary
-         * in size, and freeing pinned memory waits for the whole GPU. */
+         * in size. The old buffer is kept till close (h_bits_outgrown);
+         * nothing reads it now (the stream was synchronised after its
+         * last copy). */
         const size_t mib = (size_t)1 << 20;
         const size_t cap = n > SIZE_MAX / 2 - mib ? n : (n + n / 2 + mib - 1) / mib * mib;
-        cudaFreeHost(j->h_bits);
-        j->h_bits_cap = 0;
-        if (cudaHostAlloc((void **)&j->h_bits, cap, cudaHostAllocDefault) == cudaSuccess)
+        unsigned char *grown = NULL;
+        if (cudaHostAlloc((void **)&grown, cap, cudaHostAllocDefault) == cudaSuccess) {
+            if (j->h_bits) {
+                memcpy(j->h_bits, &j->h_bits_outgrown, sizeof j->h_bits_outgrown);
+                j->h_bits_outgrown = j->h_bits;
+                j->h_bits_outgrown_bytes += j->h_bits_cap;
+            }
+            j->h_bits = grown;
             j->h_bits_cap = cap;
-        else {
-            (void)cudaGetLastError();
-            j->h_bits = NULL;
-        }
+        } else
+            (void)cudaGetLastError(); /* the bitstream comes to pageable memory */
     }
     const int pinned = n <= j->h_bits_cap;
     int s = j->api->EncodeRetrieveBitstream(j->handle, j->enc, pinned ? j->h_bits : out, &n,

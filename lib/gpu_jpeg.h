@@ -41,6 +41,9 @@ extern "C" {
  * libnvjpeg is missing or cannot start; the lanes then use the CPU codecs. */
 gimg_status gimg_gpu_jpeg_open(gimg_gpu *const *lanes, int n_lanes);
 void gimg_gpu_jpeg_close(gimg_gpu *g);
+/* The pinned memory g's codec holds (its bitstreams', and where g is its
+ * GPU's lane 0, nvJPEG's). */
+size_t gimg_gpu_jpeg_pinned_bytes(const gimg_gpu *g);
 /* 1 once gimg_gpu_jpeg_open succeeded for g; *hardware: the hardware
  * decoder serves it, in *calls calls so far for *images images (its GPU's
  * lanes together; read once the lanes are idle). */

@@ -93,6 +93,13 @@ typedef struct {
     void *dev_ctx;
 } gimg_nvjpeg_dev_allocator_v2;
 
+/* nvjpegPinnedAllocatorV2_t: the same for pinned host memory. */
+typedef struct {
+    int (*pinned_malloc)(void *ctx, void **ptr, size_t bytes, gimg_nvjpeg_stream stream);
+    int (*pinned_free)(void *ctx, void *ptr, size_t bytes, gimg_nvjpeg_stream stream);
+    void *pinned_ctx;
+} gimg_nvjpeg_pinned_allocator_v2;
+
 /* The entry points, each named as nvJPEG names it without "nvjpeg". */
 typedef struct {
     int (*GetProperty)(int type, int *value);
@@ -101,7 +108,8 @@ typedef struct {
                     void *pinned_allocator, unsigned flags, gimg_nvjpeg_handle *handle);
     /* NULL where the library lacks it (an old one). */
     int (*CreateExV2)(int backend, gimg_nvjpeg_dev_allocator_v2 *dev_allocator,
-                      void *pinned_allocator, unsigned flags, gimg_nvjpeg_handle *handle);
+                      gimg_nvjpeg_pinned_allocator_v2 *pinned_allocator, unsigned flags,
+                      gimg_nvjpeg_handle *handle);
     int (*Destroy)(gimg_nvjpeg_handle handle);
     int (*JpegStateCreate)(gimg_nvjpeg_handle handle, gimg_nvjpeg_state *state);
     int (*JpegStateDestroy)(gimg_nvjpeg_state state);

@@ -7,10 +7,25 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+/* A pinned block nvJPEG was given. */
+typedef struct pinned_block {
+    void *h_ptr;
+    size_t bytes;
+    cudaEvent_t freed;          /* recorded on the stream nvJPEG freed it on; NULL: unused */
+    struct pinned_block *next;
+} pinned_block;
+
 struct gimg_nvjpeg_memory {
     int device;
     cudaMemPool_t pool; /* the GPU's default one; NULL: it has no memory pools */
     gimg_nvjpeg_dev_allocator_v2 dev_v2;
+    gimg_nvjpeg_pinned_allocator_v2 pinned_v2;
+    /* nvJPEG's pinned blocks: lent, and given back (kept, never freed
+     * before m is). Under lock, which is never held across a CUDA call
+     * that may wait for the GPU. */
+    pthread_mutex_t lock;
+    pinned_block *lent, *kept;
+    size_t pinned_bytes;
 };
 
 /* ------------------------------------------------- device memory, counted */
@@ -116,6 +131,113 @@ static int pool_free(void *ctx, void *d_ptr, size_t bytes, gimg_nvjpeg_stream st
     return failed;
 }
 
+/* ------------------------------------------------------- pinned memory */
+
+/* nvJPEG's pinned buffers grow with the images too, and cudaFreeHost
+ * waits for the whole GPU like cudaFree. So a block nvJPEG gives back is
+ * kept, with an event recorded on the stream it named, and lent again,
+ * the smallest that fits, once that event has passed (the GPU's copies
+ * from it are done); the blocks are freed with m. nvJPEG allocates again
+ * at the sizes it freed, so the kept blocks stay about the most nvJPEG
+ * has held at once. */
+static int pinned_malloc(void *ctx, void **h_ptr, size_t bytes, gimg_nvjpeg_stream stream)
+{
+    (void)stream;
+    gimg_nvjpeg_memory *m = ctx;
+    pinned_block *b = NULL;
+    pthread_mutex_lock(&m->lock);
+    pinned_block **best = NULL;
+    for (pinned_block **p = &m->kept; *p; p = &(*p)->next)
+        if ((*p)->bytes >= bytes && (!best || (*p)->bytes < (*best)->bytes) &&
+            (!(*p)->freed || cudaEventQuery((*p)->freed) == cudaSuccess))
+            best = p;
+    if (best) {
+        b = *best;
+        *best = b->next;
+        b->next = m->lent;
+        m->lent = b;
+    }
+    pthread_mutex_unlock(&m->lock);
+    (void)cudaGetLastError(); /* an event not yet passed is no error */
+    if (b) {
+        *h_ptr = b->h_ptr;
+        return 0;
+    }
+    *h_ptr = NULL;
+    if (!(b = calloc(1, sizeof *b)))
+        return 1;
+    if (cudaHostAlloc(&b->h_ptr, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free(b);
+        return 1;
+    }
+    b->bytes = bytes;
+    pthread_mutex_lock(&m->lock);
+    b->next = m->lent;
+    m->lent = b;
+    m->pinned_bytes += bytes;
+    pthread_mutex_unlock(&m->lock);
+    *h_ptr = b->h_ptr;
+    return 0;
+}
+
+static int pinned_free(void *ctx, void *h_ptr, size_t bytes, gimg_nvjpeg_stream stream)
+{
+    (void)bytes;
+    gimg_nvjpeg_memory *m = ctx;
+    if (!h_ptr)
+        return 0;
+    pinned_block *b = NULL;
+    pthread_mutex_lock(&m->lock);
+    for (pinned_block **p = &m->lent; *p; p = &(*p)->next)
+        if ((*p)->h_ptr == h_ptr) {
+            b = *p;
+            *p = b->next;
+            break;
+        }
+    pthread_mutex_unlock(&m->lock);
+    if (!b)
+        return 1; /* not ours */
+    /* Outside the lock: the event's record is queued, not waited for. */
+    if ((!b->freed && cudaEventCreateWithFlags(&b->freed, cudaEventDisableTiming) != cudaSuccess) ||
+        cudaEventRecord(b->freed, (cudaStream_t)stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaStreamSynchronize((cudaStream_t)stream); /* then it is free now */
+        if (b->freed)
+            cudaEventDestroy(b->freed);
+        b->freed = NULL;
+    }
+    pthread_mutex_lock(&m->lock);
+    b->next = m->kept;
+    m->kept = b;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+static void free_blocks(pinned_block *b)
+{
+    while (b) {
+        pinned_block *next = b->next;
+        if (b->freed) {
+            cudaEventSynchronize(b->freed);
+            cudaEventDestroy(b->freed);
+        }
+        cudaFreeHost(b->h_ptr);
+        free(b);
+        b = next;
+    }
+}
+
+size_t gimg_nvjpeg_memory_pinned_bytes(gimg_nvjpeg_memory *m)
+{
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    const size_t bytes = m->pinned_bytes;
+    pthread_mutex_unlock(&m->lock);
+    return bytes;
+}
+
 /* ------------------------------------------------------------------ m */
 
 gimg_status gimg_nvjpeg_memory_new(int device, gimg_nvjpeg_memory **out)
@@ -126,6 +248,8 @@ gimg_status gimg_nvjpeg_memory_new(int device, gimg_nvjpeg_memory **out)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
     m->device = device;
     m->dev_v2 = (gimg_nvjpeg_dev_allocator_v2){pool_malloc, pool_free, m};
+    m->pinned_v2 = (gimg_nvjpeg_pinned_allocator_v2){pinned_malloc, pinned_free, m};
+    pthread_mutex_init(&m->lock, NULL);
     /* The GPU's default pool, which the lanes' buffers come from too: it
      * keeps what is given back, since nvJPEG allocates again at the sizes
      * it freed. */
@@ -137,15 +261,21 @@ gimg_status gimg_nvjpeg_memory_new(int device, gimg_nvjpeg_memory **out)
 
 void gimg_nvjpeg_memory_free(gimg_nvjpeg_memory *m)
 {
+    if (!m)
+        return;
+    /* After the handle: nvJPEG has given back all it was lent. */
+    free_blocks(m->kept);
+    free_blocks(m->lent);
+    pthread_mutex_destroy(&m->lock);
     free(m); /* the pool is the GPU's */
 }
 
 int gimg_nvjpeg_memory_create_handle(gimg_nvjpeg_memory *m, const gimg_nvjpeg_api *api,
                                      int backend, unsigned flags, gimg_nvjpeg_handle *handle)
 {
-    /* Pinned memory stays nvJPEG's own (cudaHostAlloc). */
     if (api->CreateExV2 && m->pool &&
-        api->CreateExV2(backend, &m->dev_v2, NULL, flags, handle) == GIMG_NVJPEG_SUCCESS)
+        api->CreateExV2(backend, &m->dev_v2, &m->pinned_v2, flags, handle) ==
+            GIMG_NVJPEG_SUCCESS)
         return GIMG_NVJPEG_SUCCESS;
     return api->CreateEx(backend, &g_counted, NULL, flags, handle);
 }

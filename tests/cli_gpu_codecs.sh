@@ -242,19 +242,19 @@ unset GIMG_COST_TABLE
 # Large photos first, then small ones, in one batch: the lanes' buffers
 # and nvJPEG's, grown for the large, serve the small (a change of the GPU
 # memory once hung a server here: tests/bench/RESULTS.md, stop 49).
-mkdir -p mixed
-cp auto/x1.jpg mixed/a1.jpg && cp auto/x1.jpg mixed/a2.jpg || fail setup "mixed photos"
-for i in $(seq 10 49); do cp in/a420.jpg "mixed/b$i.jpg"; cp in/b422.jpg "mixed/c$i.jpg"; done
+mkdir -p bigsmall
+cp auto/x1.jpg bigsmall/a1.jpg && cp auto/x1.jpg bigsmall/a2.jpg || fail setup "large and small photos"
+for i in $(seq 10 49); do cp in/a420.jpg "bigsmall/b$i.jpg"; cp in/b422.jpg "bigsmall/c$i.jpg"; done
 rm -rf mcpu mgpu
-"$PROG" --device cpu -k gaussian:1 -o mcpu/ mixed/*.jpg 2>err.txt || fail mixed-cpu "$(cat err.txt)"
-timeout 120 "$PROG" --device gpu --codecs auto -v -k gaussian:1 -o mgpu/ mixed/*.jpg 2>err.txt
+"$PROG" --device cpu -k gaussian:1 -o mcpu/ bigsmall/*.jpg 2>err.txt || fail bigsmall-cpu "$(cat err.txt)"
+timeout 120 "$PROG" --device gpu --codecs auto -v -k gaussian:1 -o mgpu/ bigsmall/*.jpg 2>err.txt
 rc=$?
 why=""
 [ $rc -eq 0 ] || why="exit $rc (124: it did not end): $(head -c 300 err.txt)"
 [ -z "$why" ] && { grep -q '82 JPEGs decoded, 82 encoded' err.txt ||
     why="-v: $(grep codecs err.txt | tr '\n' ' ')"; }
 for f in a1 b10 c49; do
-    [ -z "$why" ] && why=$(within_bound "mixed $f" "mcpu/$f.jpg" "mgpu/$f.jpg")
+    [ -z "$why" ] && why=$(within_bound "bigsmall $f" "mcpu/$f.jpg" "mgpu/$f.jpg")
 done
 result gpu-codecs-large-then-small "$why"
 

@@ -359,6 +359,14 @@ _Static_assert(sizeof(gimg_nvjpeg_dev_allocator_v2) == sizeof(nvjpegDevAllocator
                    FIELD_AS(gimg_nvjpeg_dev_allocator_v2, nvjpegDevAllocatorV2_t, dev_free) &&
                    FIELD_AS(gimg_nvjpeg_dev_allocator_v2, nvjpegDevAllocatorV2_t, dev_ctx),
                "nvjpegDevAllocatorV2_t");
+_Static_assert(sizeof(gimg_nvjpeg_pinned_allocator_v2) == sizeof(nvjpegPinnedAllocatorV2_t) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_malloc) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_free) &&
+                   FIELD_AS(gimg_nvjpeg_pinned_allocator_v2, nvjpegPinnedAllocatorV2_t,
+                            pinned_ctx),
+               "nvjpegPinnedAllocatorV2_t");
 #undef FIELD_AS
 _Static_assert(sizeof(int) == sizeof(nvjpegStatus_t) && sizeof(int) == sizeof(nvjpegBackend_t) &&
                    sizeof(int) == sizeof(nvjpegChromaSubsampling_t),
