@@ -77,9 +77,17 @@ gimg_status gimg_gpu_claim(size_t bytes)
     return GIMG_OK;
 }
 
-/* The device out of memory allocating bytes, as GIMG_E_NOMEM. */
-static gimg_status out_of_memory(size_t bytes)
+/* The outcome e of allocating *d_ptr, bytes claimed before: on failure
+ * the claim given back and *d_ptr NULL; the device out of memory as
+ * GIMG_E_NOMEM. */
+static gimg_status allocated(cudaError_t e, void **d_ptr, size_t bytes)
 {
+    if (e == cudaSuccess)
+        return GIMG_OK;
+    gimg_gpu_unclaim(bytes);
+    *d_ptr = NULL;
+    if (e != cudaErrorMemoryAllocation)
+        GIMG_CUDA(e);
     (void)cudaGetLastError(); /* not sticky: clear it */
     size_t free_bytes = 0, total = 0;
     cudaMemGetInfo(&free_bytes, &total);
@@ -105,14 +113,7 @@ gimg_status gimg_gpu_malloc(void **d_ptr, size_t bytes)
             cudaDeviceSynchronize() == cudaSuccess && cudaMemPoolTrimTo(pool, 0) == cudaSuccess)
             e = cudaMalloc(d_ptr, bytes);
     }
-    if (e != cudaSuccess) {
-        gimg_gpu_unclaim(bytes);
-        *d_ptr = NULL;
-    }
-    if (e == cudaErrorMemoryAllocation)
-        return out_of_memory(bytes);
-    GIMG_CUDA(e);
-    return GIMG_OK;
+    return allocated(e, d_ptr, bytes);
 }
 
 void gimg_gpu_free(void *d_ptr, size_t bytes)
@@ -156,15 +157,7 @@ gimg_status gimg_gpu_lane_malloc(gimg_gpu *g, void **d_ptr, size_t bytes)
     gimg_status st = gimg_gpu_claim(bytes);
     if (st)
         return st;
-    cudaError_t e = cudaMallocAsync(d_ptr, bytes, g->stream);
-    if (e != cudaSuccess) {
-        gimg_gpu_unclaim(bytes);
-        *d_ptr = NULL;
-    }
-    if (e == cudaErrorMemoryAllocation)
-        return out_of_memory(bytes);
-    GIMG_CUDA(e);
-    return GIMG_OK;
+    return allocated(cudaMallocAsync(d_ptr, bytes, g->stream), d_ptr, bytes);
 }
 
 void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes)
