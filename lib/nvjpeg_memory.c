@@ -16,7 +16,6 @@ typedef struct pinned_block {
 } pinned_block;
 
 struct gimg_nvjpeg_memory {
-    int device;
     cudaMemPool_t pool; /* the GPU's default one; NULL: it has no memory pools */
     gimg_nvjpeg_dev_allocator_v2 dev_v2;
     gimg_nvjpeg_pinned_allocator_v2 pinned_v2;
@@ -246,7 +245,6 @@ gimg_status gimg_nvjpeg_memory_new(int device, gimg_nvjpeg_memory **out)
     *out = NULL;
     if (!m)
         return gimg_fail(GIMG_E_NOMEM, "out of memory");
-    m->device = device;
     m->dev_v2 = (gimg_nvjpeg_dev_allocator_v2){pool_malloc, pool_free, m};
     m->pinned_v2 = (gimg_nvjpeg_pinned_allocator_v2){pinned_malloc, pinned_free, m};
     pthread_mutex_init(&m->lock, NULL);
