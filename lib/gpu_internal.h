@@ -105,10 +105,10 @@ void gimg_gpu_free(void *d_ptr, size_t bytes);
  * GPU: every lane's work in flight). Where the GPU has no memory pools,
  * gimg_gpu_malloc and gimg_gpu_free. */
 gimg_status gimg_gpu_lane_malloc(gimg_gpu *g, void **d_ptr, size_t bytes);
+void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes);
 /* The GPU's default pool, set up for the lanes and nvJPEG (gpu.c says
  * how); 0 where the GPU has no memory pools. */
 int gimg_gpu_pool(int device, cudaMemPool_t *pool);
-void gimg_gpu_lane_free(gimg_gpu *g, void *d_ptr, size_t bytes);
 /* The count alone, for memory allocated otherwise (nvJPEG's, from a
  * stream-ordered pool): claim before allocating, unclaim once freed. */
 gimg_status gimg_gpu_claim(size_t bytes);
