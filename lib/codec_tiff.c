@@ -80,7 +80,8 @@
  *    the reason given ("corrupt TIFF: ..."). Its warnings are ignored: they
  *    report what libtiff recovered from (unknown tags, odd tag counts, a
  *    truncated JPEG strip filled in gray by libjpeg, as vips and ImageMagick
- *    show it); a real failure is an error. Nothing is ever printed.
+ *    show it; a JPEG stream of fewer rows than its strip, the rest black);
+ *    a real failure is an error. Nothing is ever printed.
  *    One kind of libtiff error is not one: a value out of range in the
  *    Orientation, ResolutionUnit, XResolution or YResolution tag ("Bad
  *    value 9 for \"Orientation\" tag"), which libtiff reports and then
@@ -895,6 +896,12 @@ static chunk_outcome read_chunk(TIFF *tif, const tiff_log *log, const tiff_layou
     if (off > file_len || count > file_len - off)
         return CHUNK_OUTSIDE;
     tmsize_t want = (tmsize_t)(L->tiled ? L->chunk_bytes : L->chunk_row_bytes * h), got;
+    /* libtiff's JPEG codec decodes a chunk whose JPEG stream is smaller
+     * than the chunk with a mere warning ("Improper JPEG strip/tile
+     * size"), as ImageMagick and vips accept it, and leaves the rows the
+     * stream lacks unwritten: they are black here, whatever held dst. */
+    if (L->compression == COMPRESSION_JPEG)
+        memset(dst, 0, (size_t)want);
     if (L->tiled)
         got = TIFFReadEncodedTile(tif, i, dst, want);
     else

@@ -17,6 +17,7 @@
 #include "testimg.h"
 #include "check.h"
 #include "testpng.h"
+#include "testjpeg.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -1285,6 +1286,73 @@ static void test_tiff_jpeg(void)
     TIFFSetWarningHandler(warnings);
 }
 
+/* A JPEG strip whose stream holds fewer rows than the strip (libtiff
+ * warns, "Improper JPEG strip/tile size", and decodes it, as ImageMagick
+ * and vips do): the rows it lacks are black, decoded whole and in bands
+ * alike, whatever the buffers held before (the fuzzer found bands giving
+ * the previous strip's rows there, and decoding uninitialised bytes).
+ * Strips of 4 rows of 600 pixels: 4, then 2 of 4, then 4. */
+static void test_tiff_jpeg_short_strip(void)
+{
+    enum { W = 600, H = 12, STRIP = 4 };
+    static const int rows_coded[] = {4, 2, 4};
+    unsigned char *px = malloc((size_t)W * STRIP);
+    char path[] = "/tmp/unit_band_tiff.XXXXXX";
+    int fd = mkstemp(path);
+    TIFF *tif = fd < 0 ? NULL : TIFFFdOpen(fd, path, "w");
+    int ok = tif && px;
+    if (ok) {
+        TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)W);
+        TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)H);
+        TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 8);
+        TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+        TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+        TIFFSetField(tif, TIFFTAG_COMPRESSION, COMPRESSION_JPEG);
+        TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, (uint32_t)STRIP);
+    }
+    /* Bright, so that black rows cannot pass for coded ones. */
+    for (int s = 0; ok && s < 3; s++) {
+        for (int i = 0; i < W * STRIP; i++)
+            px[i] = (unsigned char)(128 + (i % W * 7 + i / W * 13 + s * 40) % 120);
+        bytes jpeg = testjpeg_encode(px, W, W, rows_coded[s], 1, JCS_GRAYSCALE, NULL, NULL);
+        ok = jpeg.p && TIFFWriteRawStrip(tif, (uint32_t)s, jpeg.p, (tmsize_t)jpeg.len) >= 0;
+        free(jpeg.p);
+    }
+    ok = ok && TIFFWriteDirectory(tif);
+    if (tif)
+        TIFFClose(tif);   /* closes fd */
+    else if (fd >= 0)
+        close(fd);
+    size_t len = 0;
+    unsigned char *buf = ok ? slurp(path, &len) : NULL;
+    if (fd >= 0)
+        unlink(path);
+    free(px);
+    CHECK(buf != NULL, "JPEG TIFF with a short strip not written");
+    if (!buf)
+        return;
+    TIFFErrorHandler warnings = TIFFSetWarningHandler(quiet_tiff);
+    gimg_image whole;
+    gimg_status st = gimg_decode_page(buf, len, NULL, &whole);
+    CHECK(st == GIMG_OK, "short JPEG strip: %s", gimg_last_error());
+    for (int y = 0; !st && y < H; y++) {
+        int lo = 255, hi = 0;
+        for (int x = 0; x < W; x++) {
+            int v = gimg_row(&whole, y)[x];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        const int black = y == 6 || y == 7;
+        CHECK(black ? hi == 0 : lo >= 100, "short JPEG strip: row %d spans %d..%d, %s", y, lo,
+              hi, black ? "not coded: should be black" : "coded: should be bright");
+    }
+    if (!st)
+        gimg_image_free(&whole);
+    check_bands("JPEG TIFF with a short strip", buf, len);
+    TIFFSetWarningHandler(warnings);
+    free(buf);
+}
+
 /* Pages 0 to 2 of one file, each its own layout, page 1 and 2 through
  * gimg_read_opts; a page past the last is refused alike. */
 static void test_tiff_pages(void)
@@ -1676,6 +1744,7 @@ int main(void)
     RUN(test_tiff_strips);
     RUN(test_tiff_tiles);
     RUN(test_tiff_jpeg);
+    RUN(test_tiff_jpeg_short_strip);
     RUN(test_tiff_pages);
     RUN(test_tiff_meta);
     RUN(test_tiff_refused);
