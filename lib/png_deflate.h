@@ -2,10 +2,10 @@
  * png_deflate.h — the zlib stream of a PNG's filtered rows (codec_png.c
  * writes the file around it), coded by png_deflate.c: our Huffman coder,
  * or zlib's LZ where it may win, in segments of PNG_SEGMENT_BYTES coded
- * on their own. The GPU's coder (lib/gpu_png.c, kernels/png_deflate.cu)
- * makes the same bytes: it tokenizes and counts on the GPU, takes each
- * block's codes and header from png_plan_block, and races zlib's LZ with
- * png_lz_race as png_code_segment does. Not installed.
+ * on their own. A block's codes and header are planned apart from its
+ * symbols (png_plan_block), so that another coder of the same stream (a
+ * GPU's, which counts and writes the symbols there) can make the same
+ * bytes. Not installed.
  */
 #ifndef GIMG_PNG_DEFLATE_H
 #define GIMG_PNG_DEFLATE_H
