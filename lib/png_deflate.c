@@ -157,7 +157,7 @@ static void huff_codes(const unsigned char *len, int n, uint16_t *code)
 }
 
 /* Length symbol (257-285), extra bits and their value for a run of l. */
-void png_length_code(unsigned l, unsigned *sym, unsigned *nextra, unsigned *extra)
+static void length_code(unsigned l, unsigned *sym, unsigned *nextra, unsigned *extra)
 {
     if (l == 258) {
         *sym = 285, *nextra = 0, *extra = 0;
@@ -197,7 +197,7 @@ static size_t tokenize(const unsigned char *data, size_t start, size_t end, uint
             while (r < lim && data[i + r] == b)
                 r++;
             unsigned sym, ne, ex;
-            png_length_code((unsigned)r, &sym, &ne, &ex);
+            length_code((unsigned)r, &sym, &ne, &ex);
             freq[sym]++;
             tok[nt++] = (uint16_t)(RUN_FLAG | r);
             i += r;
@@ -372,7 +372,7 @@ static void encode_block(bitw *w, const unsigned char *data, size_t start, size_
         unsigned r = v & 0x1ff;
         if (!rn[r]) {
             unsigned sym, ne, ex;
-            png_length_code(r, &sym, &ne, &ex);
+            length_code(r, &sym, &ne, &ex);
             rc[r] = code[sym] | ex << len[sym];
             rn[r] = len[sym] + ne + 1;
         }
@@ -396,7 +396,7 @@ static void encode_block(bitw *w, const unsigned char *data, size_t start, size_
 
 /* The largest entropy-coded segment of n bytes: every block at most its
  * stored size, and the empty stored block that ends it. */
-size_t png_entropy_bound(size_t n)
+static size_t entropy_bound(size_t n)
 {
     return n + 6 * (n / 65535 + n / PNG_BLOCK_BYTES + 2) + 16;
 }
@@ -487,15 +487,19 @@ static size_t code_lz(const unsigned char *data, size_t n, int last, int level,
 
 /* The block whose Huffman-coded size tells whether LZ may win on a
  * segment of n bytes: the middle one. */
-size_t png_sample_at(size_t n)
+static size_t middle_block_at(size_t n)
 {
     return n / PNG_BLOCK_BYTES / 2 * PNG_BLOCK_BYTES;
 }
 
-int png_lz_race(const unsigned char *seg, size_t n, int last, int level, uint64_t sample_bits,
-                png_coded *out)
+/* The segment seg[0, n) was coded by the Huffman coder into *out, its
+ * middle block taking sample_bits: zlib's LZ at `level` replaces it where
+ * lz_may_win lets LZ race (segments of two blocks or less always race)
+ * and its stream is smaller. 0 when memory ran out. */
+static int lz_race(const unsigned char *seg, size_t n, int last, int level,
+                       uint64_t sample_bits, png_coded *out)
 {
-    const size_t sample_at = png_sample_at(n);
+    const size_t sample_at = middle_block_at(n);
     const size_t sample_n = n - sample_at < PNG_BLOCK_BYTES ? n - sample_at : PNG_BLOCK_BYTES;
     if (n > 2 * PNG_BLOCK_BYTES && !lz_may_win(seg + sample_at, sample_n, sample_bits, level))
         return 1;
@@ -516,7 +520,7 @@ int png_lz_race(const unsigned char *seg, size_t n, int last, int level, uint64_
 int png_code_segment(const unsigned char *seg, size_t n, int first, int last, int level,
                      png_coded *out)
 {
-    out->p = malloc(png_entropy_bound(n));
+    out->p = malloc(entropy_bound(n));
     out->len = 0;
     if (!out->p)
         return 0;
@@ -531,8 +535,8 @@ int png_code_segment(const unsigned char *seg, size_t n, int first, int last, in
         return 0;
     uint64_t sample_bits = 0;
     const size_t lead = first ? 0 : 1;
-    out->len = code_entropy(seg - lead, lead, lead + n, last, lead + png_sample_at(n), out->p,
+    out->len = code_entropy(seg - lead, lead, lead + n, last, lead + middle_block_at(n), out->p,
                             tok, &sample_bits);
     free(tok);
-    return png_lz_race(seg, n, last, level, sample_bits, out);
+    return lz_race(seg, n, last, level, sample_bits, out);
 }

@@ -42,7 +42,7 @@ typedef struct {
 /* Codes seg[0, n) (n <= PNG_SEGMENT_BYTES; seg[-1], the byte before it,
  * is readable unless `first`: a run may go on from it) as one segment
  * into *out: stored at level 0; else the Huffman coder's stream, or
- * zlib's LZ stream where png_lz_race finds it smaller. The last segment
+ * zlib's LZ stream where it races and is smaller. The last segment
  * (`last`) ends with a final block, the others with an empty stored block.
  * 0 when memory ran out. */
 int png_code_segment(const unsigned char *seg, size_t n, int first, int last, int level,
@@ -61,22 +61,5 @@ typedef struct {
 } png_block_plan;
 void png_plan_block(const uint32_t *freq, size_t n, int final, unsigned at,
                     png_block_plan *plan);
-
-/* A run of l bytes (PNG_MIN_RUN..PNG_MAX_RUN): its length symbol, its
- * extra bits' count and value. The distance, 1, is a 1-bit code 0. */
-void png_length_code(unsigned l, unsigned *sym, unsigned *nextra, unsigned *extra);
-
-/* The largest Huffman-coded segment of n bytes (blocks at most stored,
- * the empty stored block that ends it). */
-size_t png_entropy_bound(size_t n);
-
-/* The segment seg[0, n) was coded by the Huffman coder into *out, its
- * block at sample_at (png_sample_at) taking sample_bits: zlib's LZ at
- * `level` replaces it where lz_may_win lets LZ race (segments of two
- * blocks or less always race) and its stream is smaller. 0 when memory ran
- * out. */
-size_t png_sample_at(size_t n);
-int png_lz_race(const unsigned char *seg, size_t n, int last, int level, uint64_t sample_bits,
-                png_coded *out);
 
 #endif
